@@ -1,0 +1,255 @@
+"""The settings a user asked for: parsing, validation and rendering as code.
+
+Pure data and pure functions: nothing here touches TensorFlow, NVML, the environment or IPython, so
+every rule about what a valid setting is can be tested in microseconds and reused by every face.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+
+ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
+
+SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%"
+VISIBLE_FORMS = "0, 1,3, all, none, auto or auto:N"
+
+
+class PlanError(ValueError):
+    """A user mistake. ``str()`` is one line that starts with ``tfgpu:``, names the bad value, the
+    valid choices and the fix."""
+
+    def __init__(self, message: str):
+        super().__init__(message if message.startswith("tfgpu:") else f"tfgpu: {message}")
+
+
+@dataclass(frozen=True)
+class Percent:
+    """A share of one GPU's total memory; turned into MiB once that total is known (NVML)."""
+
+    value: float
+
+    def __str__(self) -> str:
+        return f"{self.value:g}%"
+
+
+# Binary units throughout: GB means GiB, as in nvidia-smi and in TensorFlow's own examples
+# ("2 GB virtual GPUs" are memory_limit=2048).
+_UNITS_MIB = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 1024, "t": 1 << 20, "tb": 1 << 20,
+              "tib": 1 << 20}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*|%)\s*$")
+
+
+def parse_size(text: str, *, allow_percent: bool = True, what: str = "size") -> int | Percent:
+    """``1024`` (MiB), ``512MiB``, ``1.5GB``, ``2GiB``, ``40%`` -> MiB (int) or Percent."""
+    m = _SIZE_RE.match(text or "")
+    if not m:
+        raise PlanError(f"bad {what} {text!r}: expected {SIZE_FORMS}")
+    number, unit = float(m.group(1)), m.group(2).lower()
+    if unit == "%":
+        if not allow_percent:
+            raise PlanError(f"bad {what} {text!r}: a percentage is not allowed here; give {SIZE_FORMS[:-7]}")
+        if not 0 < number <= 100:
+            raise PlanError(f"bad {what} {text!r}: a percentage must be above 0 and at most 100")
+        return Percent(number)
+    if unit not in _UNITS_MIB:
+        raise PlanError(f"bad {what} {text!r}: unknown unit {m.group(2)!r}; use MiB, MB, GiB or GB (or %)")
+    mib = math.floor(number * _UNITS_MIB[unit])
+    if mib < 1:
+        raise PlanError(f"bad {what} {text!r}: it must be at least 1 MiB")
+    return mib
+
+
+def format_mib(mib: int) -> str:
+    if mib >= 1024 and mib % 1024 == 0:
+        return f"{mib // 1024}GiB"
+    return f"{mib}MiB"
+
+
+def format_size(size: int | Percent) -> str:
+    return str(size) if isinstance(size, Percent) else format_mib(size)
+
+
+@dataclass(frozen=True)
+class VisibleSpec:
+    """``indices`` for an explicit list (empty for none); ``every`` for all; ``auto`` picks
+    ``auto`` GPUs by free memory (resolved to indices by the caller, who has NVML)."""
+
+    indices: tuple[int, ...] = ()
+    every: bool = False
+    auto: int | None = None
+    min_free_mib: int | None = None
+
+    def __str__(self) -> str:
+        if self.every:
+            return "all"
+        if self.auto is not None:
+            return "auto" if self.auto == 1 else f"auto:{self.auto}"
+        return ",".join(map(str, self.indices)) if self.indices else "none"
+
+
+def parse_index(text: str, *, what: str = "GPU index") -> int:
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise PlanError(f"bad {what} {text!r}: expected a physical GPU index like 0 or 2 (as nvidia-smi numbers them)")
+    return int(text)
+
+
+def parse_visible(text: str) -> VisibleSpec:
+    t = (text or "").strip().lower()
+    if t == "all":
+        return VisibleSpec(every=True)
+    if t == "none":
+        return VisibleSpec()
+    if t == "auto" or t.startswith("auto:"):
+        n = t.partition(":")[2] or "1"
+        if not re.fullmatch(r"\d+", n) or int(n) < 1:
+            raise PlanError(f"bad GPU count in {text!r}: auto:N needs N of 1 or more, like auto:2")
+        return VisibleSpec(auto=int(n))
+    parts = [p.strip() for p in t.split(",")]
+    if not t or any(not re.fullmatch(r"\d+", p) for p in parts):
+        raise PlanError(f"bad GPU list {text!r}: expected {VISIBLE_FORMS}")
+    indices = tuple(int(p) for p in parts)
+    if len(set(indices)) != len(indices):
+        raise PlanError(f"bad GPU list {text!r}: a GPU is listed twice; list each physical index once")
+    return VisibleSpec(indices=indices)
+
+
+def parse_on_off(text: str, *, what: str) -> bool:
+    t = (text or "").strip().lower()
+    if t in ("on", "true", "1", "yes"):
+        return True
+    if t in ("off", "false", "0", "no"):
+        return False
+    raise PlanError(f"bad value {text!r} for {what}: expected on or off")
+
+
+def parse_virtual(text: str) -> tuple[int | Percent, ...]:
+    """``2x2GB`` or ``1GB,3GB`` -> one size per logical GPU."""
+    t = (text or "").strip()
+    m = re.fullmatch(r"(\d+)\s*[xX*]\s*(.+)", t)
+    if m:
+        count = int(m.group(1))
+        if not 1 <= count <= 64:
+            raise PlanError(f"bad virtual GPU count {m.group(1)!r} in {text!r}: use 1 to 64, like 2x2GB")
+        return (parse_size(m.group(2), what="virtual GPU size"),) * count
+    if not t:
+        raise PlanError("virtual needs NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off")
+    try:
+        return tuple(parse_size(p, what="virtual GPU size") for p in t.split(","))
+    except PlanError as err:
+        raise PlanError(f"{str(err)[7:]}; virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off") from None
+
+
+def parse_count(text: str, *, what: str, maximum: int = 256) -> int:
+    t = (text or "").strip()
+    if not re.fullmatch(r"-?\d+", t) or not 1 <= int(t) <= maximum:
+        raise PlanError(f"bad {what} {text!r}: expected a whole number from 1 to {maximum}")
+    return int(t)
+
+
+def _gpu_key(gpu: int | str) -> str:
+    return "every visible GPU" if gpu == ALL else f"GPU {gpu}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the user asked for. Every ``with_*`` returns a new, validated Plan or raises PlanError,
+    so a refused change never leaves a half-changed plan behind."""
+
+    visible: VisibleSpec | None = None
+    growth: bool | None = None
+    # gpu (physical index, or ALL) -> size; kept as sorted tuples so the plan stays hashable.
+    limits: tuple[tuple[int | str, int | Percent], ...] = ()
+    virtual: tuple[tuple[int | str, tuple[int | Percent, ...]], ...] = ()
+    cpus: int | None = None
+
+    @property
+    def limit_map(self) -> dict[int | str, int | Percent]:
+        return dict(self.limits)
+
+    @property
+    def virtual_map(self) -> dict[int | str, tuple[int | Percent, ...]]:
+        return dict(self.virtual)
+
+    def is_empty(self) -> bool:
+        return self == Plan()
+
+    def with_visible(self, spec: VisibleSpec | None) -> Plan:
+        if spec is not None and spec.auto is not None:
+            raise PlanError("internal: resolve auto to GPU indices before planning")  # a bug, not a user error
+        return replace(self, visible=spec)
+
+    def with_growth(self, on: bool | None) -> Plan:
+        if on:
+            held = [f"limit on {_gpu_key(g)}" for g, _ in self.limits] + [
+                f"virtual split of {_gpu_key(g)}" for g, _ in self.virtual]
+            if held:
+                raise PlanError(
+                    f"growth on conflicts with the {held[0]}: TensorFlow cannot combine memory growth with a "
+                    "memory limit or virtual GPUs on one GPU; run `%tfgpu limit off` / `%tfgpu virtual off` first")
+        return replace(self, growth=on)
+
+    def with_limit(self, gpu: int | str, size: int | Percent | None) -> Plan:
+        limits = self.limit_map
+        if size is None:
+            limits.pop(gpu, None)
+        else:
+            self._check_no_growth("limit", gpu)
+            self._check_disjoint(gpu, self.virtual_map, "limit", "a virtual split",
+                                 "a limit is a virtual split into one device: use one or the other")
+            limits[gpu] = size
+        return replace(self, limits=_sorted_items(limits))
+
+    def with_virtual(self, gpu: int | str, sizes: tuple[int | Percent, ...] | None) -> Plan:
+        virtual = self.virtual_map
+        if sizes is None:
+            virtual.pop(gpu, None)
+        else:
+            self._check_no_growth("virtual", gpu)
+            self._check_disjoint(gpu, self.limit_map, "virtual", "a limit",
+                                 "run `%tfgpu limit off` first, or give virtual 1xSIZE")
+            virtual[gpu] = tuple(sizes)
+        return replace(self, virtual=_sorted_items(virtual))
+
+    def with_cpus(self, count: int | None) -> Plan:
+        return replace(self, cpus=count)
+
+    def _check_no_growth(self, what: str, gpu: int | str) -> None:
+        if self.growth:
+            raise PlanError(
+                f"{what} on {_gpu_key(gpu)} conflicts with growth on: TensorFlow cannot combine memory growth "
+                f"with a memory limit or virtual GPUs on one GPU; run `%tfgpu growth off` first")
+
+    @staticmethod
+    def _check_disjoint(gpu, other: dict, what: str, other_name: str, fix: str) -> None:
+        clash = [g for g in other if g == gpu or ALL in (g, gpu)]
+        if clash:
+            raise PlanError(f"{what} on {_gpu_key(gpu)} overlaps {other_name} on {_gpu_key(clash[0])}: {fix}")
+
+    def describe(self) -> list[tuple[str, str]]:
+        """(setting, asked value) pairs in the order they are applied."""
+        out = []
+        if self.visible is not None:
+            out.append(("visible", str(self.visible)))
+        if self.cpus is not None:
+            out.append(("cpus", str(self.cpus)))
+        if self.growth is not None:
+            out.append(("growth", "on" if self.growth else "off"))
+        for gpu, size in self.limits:
+            out.append((f"limit[{gpu}]", format_size(size)))
+        for gpu, sizes in self.virtual:
+            out.append((f"virtual[{gpu}]", ",".join(format_size(s) for s in sizes)))
+        return out
+
+
+def _sorted_items(mapping: dict) -> tuple:
+    # ALL first, then physical indices in order: the order they are applied and shown in.
+    return tuple(sorted(mapping.items(), key=lambda kv: (kv[0] != ALL, kv[0] if kv[0] != ALL else -1)))
+
+
+def resolve_size(size: int | Percent, total_mib: int | None) -> int | None:
+    """MiB for a size; a Percent needs the GPU's total (None when unknown)."""
+    if isinstance(size, Percent):
+        return None if total_mib is None else max(1, math.floor(total_mib * size.value / 100))
+    return size

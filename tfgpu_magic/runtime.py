@@ -1,0 +1,381 @@
+"""TensorFlow adapter: probe its state without changing it, run hooks at its import, and turn a plan
+into the exact ``tf.config`` calls that apply it.
+
+Nothing here imports TensorFlow. Functions that act on TensorFlow take the module as an argument, so
+the GPU paths can be checked call by call on machines without a GPU (tests pass a recording stand-in
+for ``tf.config``), while the CPU paths run against the real thing.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib.abc
+import importlib.util
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import TfgpuWarning
+from .plan import ALL, Plan, format_mib, resolve_size
+
+
+class TFState(enum.IntEnum):
+    NOT_INSTALLED = 0
+    NOT_IMPORTED = 1
+    IMPORTED = 2
+    ENUMERATED = 3  # physical devices listed: CUDA read CUDA_VISIBLE_DEVICES, tf.config setters still work
+    INITIALIZED = 4  # the runtime started (first op, list_logical_devices ...): most settings are frozen
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ")
+
+
+@dataclass(frozen=True)
+class Probe:
+    state: TFState
+    version: str | None = None
+
+    @property
+    def imported(self) -> bool:
+        return self.state >= TFState.IMPORTED
+
+    @property
+    def enumerated(self) -> bool:
+        return self.state >= TFState.ENUMERATED
+
+    @property
+    def initialized(self) -> bool:
+        return self.state >= TFState.INITIALIZED
+
+
+def probe() -> Probe:
+    """TensorFlow's state, read from private attributes that exist from 2.12 to 2.21 (TF_FACTS).
+
+    It never imports TensorFlow and never creates its context: ``context_safe()`` returns None until
+    something else has created one."""
+    tf = sys.modules.get("tensorflow")
+    if tf is None:
+        installed = importlib.util.find_spec("tensorflow") is not None
+        return Probe(TFState.NOT_IMPORTED if installed else TFState.NOT_INSTALLED)
+    version = getattr(tf, "__version__", None)
+    ctx_module = sys.modules.get("tensorflow.python.eager.context")
+    ctx = None
+    if ctx_module is not None and hasattr(ctx_module, "context_safe"):
+        ctx = ctx_module.context_safe()
+    if ctx is None:
+        return Probe(TFState.IMPORTED, version)
+    if getattr(ctx, "_context_handle", None) is not None or getattr(ctx, "_initialized", False):
+        return Probe(TFState.INITIALIZED, version)
+    if getattr(ctx, "_physical_devices", None) is not None:
+        return Probe(TFState.ENUMERATED, version)
+    return Probe(TFState.IMPORTED, version)
+
+
+# --- hooks run at the moment ``import tensorflow`` completes ---------------------------------------
+
+_import_hooks: list[Callable[[Any], None]] = []
+
+
+class _HookedLoader(importlib.abc.Loader):
+    """Wraps TensorFlow's own loader to run our hooks right after its package has executed: the
+    settings land before the importing line returns, so no user op can run first."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        # TensorFlow and importlib.resources look at the loader: let them see the real one.
+        module.__loader__ = self._inner
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._inner
+        self._inner.exec_module(module)
+        _run_import_hooks(module)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+class _ImportWatcher(importlib.abc.MetaPathFinder):
+    _searching = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow" or self._searching:
+            return None
+        self._searching = True
+        try:  # ask the finders after us; we are skipped through the flag
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _HookedLoader(spec.loader)
+        return spec
+
+
+_watcher = _ImportWatcher()
+
+
+def add_import_hook(hook: Callable[[Any], None]) -> None:
+    """Call ``hook(tensorflow)`` as soon as TensorFlow has been imported. Only meaningful while it is
+    not imported yet; the caller checks ``probe()`` first."""
+    if hook not in _import_hooks:
+        _import_hooks.append(hook)
+    if _watcher not in sys.meta_path:
+        sys.meta_path.insert(0, _watcher)
+
+
+def remove_import_hook(hook: Callable[[Any], None]) -> None:
+    if hook in _import_hooks:
+        _import_hooks.remove(hook)
+    if not _import_hooks and _watcher in sys.meta_path:
+        sys.meta_path.remove(_watcher)
+
+
+def _run_import_hooks(tf) -> None:
+    hooks = list(_import_hooks)
+    _import_hooks.clear()
+    if _watcher in sys.meta_path:
+        sys.meta_path.remove(_watcher)
+    for hook in hooks:
+        try:
+            hook(tf)
+        except Exception as err:  # never break the user's `import tensorflow`
+            warnings.warn(f"tfgpu: a setting could not be applied at TensorFlow import: {err}", TfgpuWarning,
+                          stacklevel=2)
+
+
+# --- applying a plan ------------------------------------------------------------------------------
+
+
+class Status(enum.Enum):
+    APPLIED = "applied"
+    PENDING = "waiting for import"
+    UNCHANGED = "already in force"
+    REFUSED = "refused: runtime initialized"
+    NO_DEVICE = "no such device"
+    NO_GPU = "no GPU to apply to"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one setting. ``calls`` are the tf.config calls made, as text."""
+
+    setting: str
+    status: Status
+    detail: str = ""
+    calls: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"setting": self.setting, "status": self.status.name.lower(), "detail": self.detail,
+                "calls": list(self.calls)}
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One tf.config call, planned before any is made so a refusal changes nothing."""
+
+    fn: Callable
+    text: str
+    args: tuple = ()
+
+
+@dataclass
+class _Step:
+    status: Status
+    detail: str = ""
+    calls: list[_Call] = field(default_factory=list)
+
+
+def _name(device) -> str:
+    return getattr(device, "name", str(device)).replace("/physical_device:", "")
+
+
+def _ldc_text(limits: list[int] | None) -> str:
+    if limits is None:
+        return "None"
+    if all(m is None for m in limits):
+        return f"[LogicalDeviceConfiguration()] * {len(limits)}"
+    return "[" + ", ".join(f"LogicalDeviceConfiguration(memory_limit={m})" for m in limits) + "]"
+
+
+def _current_limits(tf, device) -> list[int | None] | None:
+    current = tf.config.get_logical_device_configuration(device)
+    return None if current is None else [c.memory_limit for c in current]
+
+
+def _logical_call(tf, device, limits: list[int | None] | None) -> _Call:
+    configs = None if limits is None else [tf.config.LogicalDeviceConfiguration(memory_limit=m) for m in limits]
+    return _Call(lambda: tf.config.set_logical_device_configuration(device, configs),
+                 f"tf.config.set_logical_device_configuration({_name(device)}, {_ldc_text(limits)})")
+
+
+class Adapter:
+    """Applies a Plan to one TensorFlow module.
+
+    ``gpu_order`` lists the physical index (NVML / nvidia-smi numbering) of TensorFlow's physical
+    ``GPU:k`` for each k, or is None when unknown (then GPU k is taken to be physical GPU k).
+    ``totals_mib`` gives each physical GPU's total memory, for percentages.
+    """
+
+    def __init__(self, tf, state: TFState, gpu_order: list[int] | None = None,
+                 totals_mib: dict[int, int] | None = None):
+        self.tf = tf
+        self.state = state
+        self.gpu_order = gpu_order
+        self.totals_mib = totals_mib or {}
+
+    # -- what TensorFlow has -------------------------------------------------------------------
+    def physical_gpus(self) -> list:
+        return list(self.tf.config.list_physical_devices("GPU"))
+
+    def physical_index(self, k: int) -> int:
+        return self.gpu_order[k] if self.gpu_order is not None and k < len(self.gpu_order) else k
+
+    def visible_gpus(self) -> list[tuple[int, Any]]:
+        """(physical index, PhysicalDevice) of each GPU TensorFlow will use."""
+        visible = {_name(d) for d in self.tf.config.get_visible_devices("GPU")}
+        return [(self.physical_index(k), d) for k, d in enumerate(self.physical_gpus()) if _name(d) in visible]
+
+    # -- one setting at a time -----------------------------------------------------------------
+    def step(self, setting: str, plan: Plan) -> _Step:
+        if setting == "visible":
+            return self._visible(plan)
+        if setting == "cpus":
+            return self._cpus(plan)
+        if setting == "growth":
+            return self._growth(plan)
+        if setting in ("limit", "virtual"):
+            return self._logical(plan)
+        raise ValueError(f"unknown setting {setting!r}")  # a bug in the caller
+
+    def apply(self, setting: str, plan: Plan) -> Outcome:
+        """Plan the calls for ``setting``; refuse whole if the runtime is initialized and anything
+        would change; else make them."""
+        step = self.step(setting, plan)
+        if step.status is Status.APPLIED and step.calls and self.state >= TFState.INITIALIZED:
+            return Outcome(setting, Status.REFUSED, step.detail, tuple(c.text for c in step.calls))
+        if step.status is Status.APPLIED and not step.calls:
+            step.status = Status.UNCHANGED
+        made = []
+        for call in step.calls if step.status is Status.APPLIED else ():
+            try:
+                call.fn()
+            except (RuntimeError, ValueError) as err:
+                return Outcome(setting, Status.FAILED, f"{call.text} raised: {err}", tuple(made))
+            made.append(call.text)
+        return Outcome(setting, step.status, step.detail, tuple(made) or tuple(c.text for c in step.calls))
+
+    def _visible(self, plan: Plan) -> _Step:
+        spec = plan.visible
+        if spec is None:
+            return _Step(Status.APPLIED)
+        if self.state < TFState.ENUMERATED:
+            # CUDA_VISIBLE_DEVICES (set when the magic ran) decides: CUDA reads it at enumeration.
+            return _Step(Status.APPLIED, "through CUDA_VISIBLE_DEVICES")
+        gpus = self.physical_gpus()
+        if spec.every:
+            wanted = gpus
+        else:
+            by_physical = {self.physical_index(k): d for k, d in enumerate(gpus)}
+            missing = [i for i in spec.indices if i not in by_physical]
+            if missing:
+                seen = ", ".join(str(i) for i in sorted(by_physical)) or "none"
+                return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not among TensorFlow's GPUs (physical: {seen})")
+            wanted = [d for k, d in enumerate(gpus) if self.physical_index(k) in spec.indices]
+        current = [_name(d) for d in self.tf.config.get_visible_devices("GPU")]
+        if [_name(d) for d in wanted] == current:
+            return _Step(Status.APPLIED)
+        names = ", ".join(_name(d) for d in wanted)
+        return _Step(Status.APPLIED, "through tf.config.set_visible_devices", [
+            _Call(lambda: self.tf.config.set_visible_devices(wanted, "GPU"),
+                  f"tf.config.set_visible_devices([{names}], 'GPU')")])
+
+    def _cpus(self, plan: Plan) -> _Step:
+        count = plan.cpus or 1  # None after `cpus off`: TensorFlow's default of one CPU device
+        cpu = self.tf.config.list_physical_devices("CPU")[0]
+        current = _current_limits(self.tf, cpu)
+        detail = f"{count} logical CPU" + ("s" if count > 1 else "")
+        if (len(current) if current else 1) == count:
+            return _Step(Status.APPLIED, detail)
+        return _Step(Status.APPLIED, detail, [_logical_call(self.tf, cpu, None if count == 1 else [None] * count)])
+
+    def _growth(self, plan: Plan) -> _Step:
+        if plan.growth is None:
+            return _Step(Status.APPLIED)
+        gpus = self.visible_gpus()
+        if not gpus:
+            return _Step(Status.NO_GPU, "TensorFlow sees no GPU; the setting applies where there is one")
+        calls = []
+        for _, device in gpus:
+            if bool(self.tf.config.experimental.get_memory_growth(device)) != plan.growth:
+                calls.append(_Call(lambda d=device: self.tf.config.experimental.set_memory_growth(d, plan.growth),
+                                   f"tf.config.experimental.set_memory_growth({_name(device)}, {plan.growth})"))
+        return _Step(Status.APPLIED, "", calls)
+
+    def desired_limits(self, plan: Plan, physical: int) -> list[int] | None:
+        """MiB per logical device for one physical GPU, or None for TensorFlow's default."""
+        virtual, limits = plan.virtual_map, plan.limit_map
+        sizes = virtual.get(physical, virtual.get(ALL))
+        if sizes is None:
+            size = limits.get(physical, limits.get(ALL))
+            sizes = None if size is None else (size,)
+        if sizes is None:
+            return None
+        resolved = [resolve_size(s, self.totals_mib.get(physical)) for s in sizes]
+        if any(r is None for r in resolved):
+            raise LookupError(f"GPU {physical}'s total memory is unknown, so a percentage cannot be turned into MiB")
+        return resolved
+
+    def _logical(self, plan: Plan) -> _Step:
+        if not plan.limits and not plan.virtual:
+            asked: set = set()
+        else:
+            asked = {g for g, _ in plan.limits} | {g for g, _ in plan.virtual}
+        gpus = self.visible_gpus()
+        present = {p for p, _ in gpus}
+        missing = sorted(g for g in asked if g != ALL and g not in present)
+        if missing:
+            return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not visible to TensorFlow "
+                                           f"(visible: {', '.join(map(str, sorted(present))) or 'none'})")
+        if not gpus:
+            return _Step(Status.NO_GPU if asked else Status.APPLIED,
+                         "TensorFlow sees no GPU; the setting applies where there is one" if asked else "")
+        calls = []
+        for physical, device in gpus:
+            try:
+                want = self.desired_limits(plan, physical)
+            except LookupError as err:
+                return _Step(Status.FAILED, str(err))
+            if _current_limits(self.tf, device) != want:
+                calls.append(_logical_call(self.tf, device, want))
+        detail = "; ".join(
+            f"GPU {p}: " + ("default" if (w := self.desired_limits(plan, p)) is None else ", ".join(map(format_mib, w)))
+            for p, _ in gpus)
+        return _Step(Status.APPLIED, detail, calls)
+
+
+SETTINGS_ORDER = ("visible", "cpus", "growth", "limit", "virtual")
+
+
+def asked_settings(plan: Plan) -> list[str]:
+    """The settings a plan says something about, in the order they must be applied: visibility
+    decides which GPUs the others touch."""
+    asked = []
+    if plan.visible is not None:
+        asked.append("visible")
+    if plan.cpus is not None:
+        asked.append("cpus")
+    if plan.growth is not None:
+        asked.append("growth")
+    if plan.limits:
+        asked.append("limit")
+    if plan.virtual:
+        asked.append("virtual")
+    return asked
