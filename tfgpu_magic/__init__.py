@@ -23,3 +23,24 @@ def unload_ipython_extension(ipython):
     from .magics import unload_extension
 
     unload_extension(ipython)
+
+
+def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None):
+    """The configuring magics as one call: ``configure(cpus=3, growth=True, limit="2GB")``.
+
+    Values take the magics' forms (``visible="1,3"`` or ``[1, 3]``, ``limit="40%"`` or MiB as an
+    int, ``virtual="2x2GB"``, ``"off"``). Returns one Outcome per setting given; a bad value raises
+    ``ValueError`` (a ``PlanError``) before anything changes."""
+    from .api import configure as _configure
+
+    return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, gpu=gpu)
+
+
+def snapshot(*, list_devices=False):
+    """Everything the kernel knows now, as one object with ``to_dict()``, ``to_text()`` and HTML."""
+    from .state import take
+
+    return take(list_devices=list_devices)
+
+
+__all__ = ["TfgpuWarning", "__version__", "configure", "snapshot"]

@@ -16,7 +16,17 @@ from . import TfgpuWarning
 from . import nvml as nvml_module
 from .numbering import cuda_order
 from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib
-from .runtime import Adapter, Outcome, Status, TFState, add_import_hook, asked_settings, probe, remove_import_hook
+from .runtime import (
+    Adapter,
+    Outcome,
+    Probe,
+    Status,
+    TFState,
+    add_import_hook,
+    asked_settings,
+    probe,
+    remove_import_hook,
+)
 
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
@@ -39,9 +49,14 @@ class Controller:
     """Holds the plan of one Python process (one kernel) and applies it to TensorFlow."""
 
     def __init__(self, environ: MutableMapping[str, str] | None = None,
-                 nvml_snapshot: Callable[[], nvml_module.NvmlSnapshot] | None = None):
+                 nvml_snapshot: Callable[[], nvml_module.NvmlSnapshot] | None = None,
+                 tensorflow: Callable[[], object] | None = None, prober: Callable[[], Probe] | None = None):
+        # The last three are seams for tests of the GPU paths on machines without a GPU: an
+        # in-memory NVML and a recording stand-in for TensorFlow in a chosen state.
         self.environ = os.environ if environ is None else environ
         self._nvml_snapshot = nvml_snapshot
+        self._tensorflow = tensorflow or (lambda: sys.modules["tensorflow"])
+        self.probe = prober or probe
         self.plan = Plan()
         self.outcomes: dict[str, Outcome] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -60,7 +75,7 @@ class Controller:
     def change(self, change: Change) -> Outcome:
         """Validate and apply one change. Raises PlanError (bad input) or RefusedError (too late);
         in both cases nothing changed."""
-        state = probe().state
+        state = self.probe().state
         snap = self.nvml() if _needs_inventory(change) else None
         value = change.value
         if change.setting == "visible" and isinstance(value, VisibleSpec) and value.auto is not None:
@@ -76,7 +91,7 @@ class Controller:
             return outcome
         if env and state >= TFState.ENUMERATED:
             env = {}  # CUDA has read its variables already; tf.config.set_visible_devices does the work
-        tf = sys.modules["tensorflow"]
+        tf = self._tensorflow()
         if env:
             old_env = self._apply_env(env)
         outcome = self.adapter(tf, state, snap).apply(change.setting, new_plan)
@@ -194,7 +209,7 @@ class Controller:
         if env:
             self._apply_env(env)
         self.plan = plan
-        if not plan.is_empty() and probe().state < TFState.IMPORTED and not self._hooked:
+        if not plan.is_empty() and self.probe().state < TFState.IMPORTED and not self._hooked:
             add_import_hook(self._on_import)
             self._hooked = True
 
@@ -204,7 +219,7 @@ class Controller:
         plan = self.plan
         if plan.is_empty():
             return
-        adapter = self.adapter(tf, probe().state)
+        adapter = self.adapter(tf, self.probe().state)
         for setting in asked_settings(plan):
             outcome = adapter.apply(setting, plan)
             self.outcomes[setting] = outcome
@@ -215,7 +230,7 @@ class Controller:
     # -- reset -------------------------------------------------------------------------------------
     def reset(self) -> list[str]:
         """Drop the settings that have not taken effect; returns their names."""
-        state = probe().state
+        state = self.probe().state
         if state < TFState.IMPORTED:
             dropped = [name for name, _ in self.plan.describe()]
             self.plan = Plan()

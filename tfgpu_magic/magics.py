@@ -14,7 +14,7 @@ from IPython.display import display
 from IPython.utils.text import dedent
 from traitlets import Bool, Int, observe
 
-from . import snapshot as snapshot_module
+from . import state as state_module
 from .control import Change, Controller, default_controller
 from .export import render_tf1, render_tf2
 from .plan import (
@@ -58,12 +58,12 @@ class _Parser(MagicArgumentParser):
     """argparse whose every complaint is one ``tfgpu:`` line with the usage of that subcommand."""
 
     def error(self, message):
-        usage = self.format_usage().strip().replace("usage: ", "")
+        usage = " ".join(self.format_usage().split()).replace("usage: ", "")
         raise UsageError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
 
 
 def _parser(name: str, value: str | None = None, value_help: str = "", gpu: bool = False) -> _Parser:
-    parser = _Parser(prog=f"%tfgpu {name}", add_help=False)
+    parser = _Parser(prog=f"%tfgpu {name}", add_help=False, formatter_class=argparse.HelpFormatter)
     if value:
         parser.add_argument(value, help=value_help)
     if gpu:
@@ -192,9 +192,9 @@ class TfgpuMagics(Magics):
         print("tfgpu: reset: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing was waiting"))
 
     # -- views -------------------------------------------------------------------------------------
-    def snapshot(self, list_devices: bool = False) -> snapshot_module.Snapshot:
+    def snapshot(self, list_devices: bool = False) -> state_module.Snapshot:
         placement = self.placement.status() if self.placement is not None else None
-        return snapshot_module.take(self.controller, list_devices=list_devices, placement=placement)
+        return state_module.take(self.controller, list_devices=list_devices, placement=placement)
 
     def _cmd_status(self, args, line):
         snap = self.snapshot()
@@ -207,7 +207,7 @@ class TfgpuMagics(Magics):
         if args.json:
             return snap.to_dict()
         text = "\n".join([snap.tf_line(), *snap.device_lines(), *snap.gpu_lines()])
-        display({"text/plain": text, "text/html": snapshot_module._html_block(text)}, raw=True)
+        display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
 
     def _cmd_memory(self, args, line):
         state = probe().state
@@ -219,7 +219,7 @@ class TfgpuMagics(Magics):
                     with contextlib.suppress(ValueError, RuntimeError):
                         tf.config.experimental.reset_memory_stats(device.name)
         text = "\n".join(self.snapshot().memory_lines())
-        display({"text/plain": text, "text/html": snapshot_module._html_block(text)}, raw=True)
+        display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
 
     def _cmd_export(self, args, line):
         plan = self.controller.plan

@@ -1,4 +1,4 @@
-"""What the kernel knows now: TensorFlow's state and devices, the settings and what became of them,
+"""The snapshot: what the kernel knows now: TensorFlow's state and devices, the settings and what became of them,
 the GPUs as NVML sees them (joined to TensorFlow's names), and allocator memory. One object, rendered
 by every view (status text, HTML, CLI JSON, the panel and sidebar later); none re-queries on its own.
 """
@@ -211,6 +211,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
                     visible_physical.append(index)
             phys.append(Device(device.name.replace("/physical_device:", ""), device.device_type, "physical", index))
         physical = tuple(phys)
+    state = probe().state  # listing devices above may have moved it to "enumerated"
     names = tf_names(order, visible_physical)
     if tf is not None and state >= TFState.INITIALIZED:
         logical = tuple(Device(d.name.replace("/device:", "").replace("/job:localhost/replica:0/task:0", ""),

@@ -1,0 +1,52 @@
+"""The Python API: the configuring magics' forms as keyword arguments, through the same controller."""
+
+from __future__ import annotations
+
+from .control import Change, default_controller
+from .plan import ALL, PlanError, parse_count, parse_index, parse_on_off, parse_size, parse_virtual, parse_visible
+from .runtime import Outcome
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None) -> tuple[Outcome, ...]:
+    target = ALL if gpu is None else parse_index(str(gpu))
+    suffix = "" if gpu is None else f" --gpu {gpu}"
+    changes = []
+    # Parse everything first: one bad value changes nothing.
+    if visible is not None:
+        changes.append(Change("visible", parse_visible(_text(visible)), ALL, f"visible {_text(visible)}"))
+    if cpus is not None:
+        text = _text(cpus)
+        changes.append(Change("cpus", None if text == "off" else parse_count(text, what="CPU count"), ALL,
+                              f"cpus {text}"))
+    if growth is not None:
+        changes.append(Change("growth", parse_on_off(_text(growth), what="growth"), ALL, f"growth {_text(growth)}"))
+    if limit is not None:
+        text = _text(limit)
+        changes.append(Change("limit", None if text == "off" else parse_size(text, what="limit"), target,
+                              f"limit {text}{suffix}"))
+    if virtual is not None:
+        text = _text(virtual) if not isinstance(virtual, (list, tuple)) else ",".join(map(str, virtual))
+        changes.append(Change("virtual", None if text == "off" else parse_virtual(text), target,
+                              f"virtual {text}{suffix}"))
+    if not changes:
+        raise PlanError("configure() needs at least one of visible, growth, limit, virtual, cpus")
+    controller = default_controller()
+    saved = (controller.plan, dict(controller.outcomes))
+    outcomes = []
+    try:
+        for change in changes:
+            outcomes.append(controller.change(Change(change.setting, change.value, change.gpu,
+                                                     f"%tfgpu {change.command}")))
+    except PlanError:
+        # Before import a change only touched the plan: put it back so the call is all or nothing.
+        controller.plan, controller.outcomes = saved[0], saved[1]
+        raise
+    return tuple(outcomes)
