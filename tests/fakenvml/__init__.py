@@ -1,0 +1,332 @@
+"""Build and configure the fake ``libnvidia-ml.so.1`` (fake_nvml.c) for tests and benchmarks.
+
+The fake is loaded by the real pynvml in a subprocess whose ``LD_LIBRARY_PATH`` starts with the folder
+holding it (pynvml does a bare ``CDLL("libnvidia-ml.so.1")``, and glibc reads ``LD_LIBRARY_PATH`` only at
+process start, hence a subprocess). The GPUs it shows are described by a dict, written by
+``write_config`` as the line-based text the C side parses; the C side re-reads the file when it changes.
+
+Config dict (every key optional)::
+
+    {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": 12040,
+        "errors": {  # error injection: function name -> code, {"gpu": i, "code": c}, or a list of those
+            "nvmlInitWithFlags": "DRIVER_NOT_LOADED",
+            "nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 1, "code": "NO_PERMISSION"},
+        },
+        "gpus": [{
+            "name": "...", "uuid": "GPU-...", "pci_bus_id": "00000000:3B:00.0", "pci_device_id": 0x233010DE,
+            "memory_total": bytes, "memory_used": bytes, "memory_reserved": bytes,
+            "utilization_gpu": 35, "utilization_memory": 12, "temperature": 41,
+            "power_mw": 120000,  # absent: NVML_ERROR_NOT_SUPPORTED
+            "power_limit_mw": 700000,
+            "lost": True,  # every call on this GPU, its handle included: NVML_ERROR_GPU_IS_LOST
+            "processes": [{"pid": 1234 or "self", "used": bytes or "unknown"}],
+        }],
+    }
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MIB = 1 << 20
+SOURCE = Path(__file__).with_name("fake_nvml.c")
+LIB_NAME = "libnvidia-ml.so.1"
+CONFIG_ENV = "FAKE_NVML_CONFIG"
+CALL_LOG_ENV = "FAKE_NVML_CALL_LOG"
+
+ERROR_CODES = (
+    "UNINITIALIZED",
+    "INVALID_ARGUMENT",
+    "NOT_SUPPORTED",
+    "NO_PERMISSION",
+    "NOT_FOUND",
+    "DRIVER_NOT_LOADED",
+    "TIMEOUT",
+    "GPU_IS_LOST",
+    "LIB_RM_VERSION_MISMATCH",
+    "UNKNOWN",
+)
+_TEXT_KEYS = ("name", "uuid", "pci_bus_id")
+_INT_KEYS = (
+    "pci_device_id",
+    "memory_total",
+    "memory_used",
+    "memory_reserved",
+    "utilization_gpu",
+    "utilization_memory",
+    "temperature",
+    "power_mw",
+    "power_limit_mw",
+)
+_GPU_KEYS = {*_TEXT_KEYS, *_INT_KEYS, "lost", "processes"}
+
+
+class FakeNvmlUnavailable(RuntimeError):
+    """The fake cannot be built here (no C compiler)."""
+
+
+GENERATIONS = ("r550", "r470")
+
+
+def build_fake_nvml(dest_dir: str | os.PathLike[str], generation: str = "r550") -> Path:
+    """Compile fake_nvml.c to ``<dest_dir>/libnvidia-ml.so.1`` and return its path.
+
+    ``generation`` picks the exported symbol set: "r550" (current drivers) or "r470" (before R510: no
+    nvmlDeviceGetMemoryInfo_v2, process lists only through the _v2 call), to test the fallbacks. A
+    library already there and newer than the source is reused, so a session (or a benchmark run)
+    compiles once per folder. Raises FakeNvmlUnavailable without gcc, CalledProcessError if it does not
+    compile.
+    """
+    if generation not in GENERATIONS:
+        raise ValueError(f"generation {generation!r}: use one of {', '.join(GENERATIONS)}")
+    dest_dir = Path(dest_dir)
+    dest = dest_dir / LIB_NAME
+    stamp = dest_dir / ".fake-nvml-generation"
+    if (
+        dest.exists()
+        and dest.stat().st_mtime_ns >= SOURCE.stat().st_mtime_ns
+        and stamp.exists()
+        and stamp.read_text() == generation
+    ):
+        return dest
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        raise FakeNvmlUnavailable("gcc is not installed: cannot build the fake libnvidia-ml.so.1")
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    # Compile to a temporary name, then rename: a half-written .so must never be loadable.
+    fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix=".build-", suffix=".so")
+    os.close(fd)
+    try:
+        subprocess.run(
+            [gcc, "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", f"-Wl,-soname,{LIB_NAME}", "-o", tmp,
+             f"-DFAKE_NVML_{generation.upper()}", str(SOURCE), "-lpthread"],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        os.replace(tmp, dest)
+        stamp.write_text(generation)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return dest
+
+
+def _error_lines(errors: dict[str, Any]) -> list[str]:
+    lines = []
+    for function, specs in errors.items():
+        for spec in specs if isinstance(specs, list) else [specs]:
+            gpu, code = ("*", spec) if not isinstance(spec, dict) else (spec.get("gpu", "*"), spec["code"])
+            if code not in ERROR_CODES and not isinstance(code, int):
+                raise ValueError(f"error code {code!r} for {function}: use one of {', '.join(ERROR_CODES)}")
+            lines.append(f"error {function} {gpu} {code}")
+    return lines
+
+
+def render_config(config: dict[str, Any]) -> str:
+    """The config dict as the text fake_nvml.c parses. Unknown keys are an error, not silently dropped."""
+    unknown = set(config) - {"driver_version", "cuda_driver_version", "errors", "gpus"}
+    if unknown:
+        raise ValueError(f"unknown fake NVML config keys: {sorted(unknown)}")
+    lines = ["# fake NVML config, written by tests/fakenvml"]
+    if "driver_version" in config:
+        lines.append(f"driver_version {config['driver_version']}")
+    if "cuda_driver_version" in config:
+        lines.append(f"cuda_driver_version {int(config['cuda_driver_version'])}")
+    lines += _error_lines(config.get("errors", {}))
+    for i, gpu in enumerate(config.get("gpus", [])):
+        unknown = set(gpu) - _GPU_KEYS
+        if unknown:
+            raise ValueError(f"unknown keys for fake GPU {i}: {sorted(unknown)}")
+        lines.append("gpu")
+        for key in _TEXT_KEYS:
+            if key in gpu:
+                if "\n" in gpu[key]:
+                    raise ValueError(f"GPU {i} {key} must be one line")
+                lines.append(f"{key} {gpu[key]}")
+        lines += [f"{key} {int(gpu[key])}" for key in _INT_KEYS if key in gpu]
+        if gpu.get("lost"):
+            lines.append("lost 1")
+        for proc in gpu.get("processes", []):
+            pid = proc["pid"] if proc["pid"] == "self" else int(proc["pid"])
+            used = proc["used"] if proc["used"] == "unknown" else int(proc["used"])
+            lines.append(f"process {pid} {used}")
+    return "\n".join(lines) + "\n"
+
+
+def write_config(path: str | os.PathLike[str], config: dict[str, Any]) -> Path:
+    """Write ``config`` for the fake at ``path``, atomically (a reader never sees half a file; the new
+    inode also guarantees the fake notices the change even within one mtime tick)."""
+    path = Path(path)
+    text = render_config(config)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def fake_env(
+    lib_dir: str | os.PathLike[str],
+    config_path: str | os.PathLike[str],
+    call_log: str | os.PathLike[str] | None = None,
+    base: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """An environment for a subprocess that loads the fake: ``lib_dir`` first on LD_LIBRARY_PATH."""
+    env = dict(os.environ if base is None else base)
+    rest = env.get("LD_LIBRARY_PATH")
+    env["LD_LIBRARY_PATH"] = str(lib_dir) + (os.pathsep + rest if rest else "")
+    env[CONFIG_ENV] = str(config_path)
+    if call_log is not None:
+        env[CALL_LOG_ENV] = str(call_log)
+    else:
+        env.pop(CALL_LOG_ENV, None)
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
+# ---- ready-made configs ----
+
+def three_gpus() -> dict[str, Any]:
+    """Three different GPUs in PCI bus order. GPU 1 (H100, 81920 MiB: 25% is exactly 20480 MiB) has by
+    far the most free memory; GPU 0 is nearly full; GPU 2 has no processes. GPU 1 lists this process
+    ("self") and one process whose memory NVML cannot attribute; GPU 0 lists pid 1, which exists."""
+    return {
+        "driver_version": "550.54.15",
+        "cuda_driver_version": 12040,
+        "gpus": [
+            {
+                "name": "NVIDIA A100-SXM4-40GB",
+                "uuid": "GPU-5c4e1f0a-7d2b-4e3c-9a81-0f6d2b7c1a00",
+                "pci_bus_id": "00000000:07:00.0",
+                "pci_device_id": 0x20B010DE,
+                "memory_total": 40960 * MIB,
+                "memory_used": 30000 * MIB,
+                "memory_reserved": 512 * MIB,
+                "utilization_gpu": 97,
+                "utilization_memory": 61,
+                "temperature": 66,
+                "power_mw": 312500,
+                "power_limit_mw": 400000,
+                "processes": [
+                    {"pid": 1, "used": 1000 * MIB},
+                    {"pid": 3999901, "used": 29000 * MIB},
+                ],
+            },
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": "GPU-9f3a6b21-84c0-4d5e-b7a2-3e1c0d9f8b11",
+                "pci_bus_id": "00000000:3B:00.0",
+                "pci_device_id": 0x233010DE,
+                "memory_total": 81920 * MIB,
+                "memory_used": 2048 * MIB,
+                "memory_reserved": 569 * MIB,
+                "utilization_gpu": 3,
+                "utilization_memory": 1,
+                "temperature": 34,
+                "power_mw": 71250,
+                "power_limit_mw": 700000,
+                "processes": [
+                    {"pid": "self", "used": 1024 * MIB},
+                    {"pid": 3999902, "used": "unknown"},
+                ],
+            },
+            {
+                "name": "Tesla T4",
+                "uuid": "GPU-2e7d9c40-1b35-4f68-8a0c-6d4b2f1e7c93",
+                "pci_bus_id": "00000000:86:00.0",
+                "pci_device_id": 0x1EB810DE,
+                "memory_total": 15360 * MIB,
+                "memory_used": 0,
+                "memory_reserved": 256 * MIB,
+                "utilization_gpu": 0,
+                "utilization_memory": 0,
+                "temperature": 29,
+                "power_mw": 9800,
+                "power_limit_mw": 70000,
+                "processes": [],
+            },
+        ],
+    }
+
+
+def n_gpus(n: int, procs_per_gpu: int = 0) -> dict[str, Any]:
+    """``n`` identical 80 GiB GPUs, each with ``procs_per_gpu`` processes: this process first, then
+    pid 1 (a real process, so /proc lookups do real work), then pids that do not exist."""
+    gpus = []
+    for i in range(n):
+        pids: list[int | str] = ["self", 1, *(3900000 + 100 * i + k for k in range(max(0, procs_per_gpu - 2)))]
+        gpus.append(
+            {
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": f"GPU-00000000-0000-4000-8000-{i:012d}",
+                "pci_bus_id": f"00000000:{0x10 + 0x10 * i:02X}:00.0",
+                "memory_total": 81920 * MIB,
+                "memory_used": (1024 + 512 * i) * MIB,
+                "memory_reserved": 569 * MIB,
+                "utilization_gpu": (10 * i) % 101,
+                "utilization_memory": (5 * i) % 101,
+                "temperature": 30 + i,
+                "power_mw": 70000 + 1000 * i,
+                "processes": [{"pid": pid, "used": 256 * MIB} for pid in pids[:procs_per_gpu]],
+            }
+        )
+    return {"driver_version": "550.54.15", "cuda_driver_version": 12040, "gpus": gpus}
+
+
+def with_changes(config: dict[str, Any], **gpu_changes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``config`` with per-GPU changes, e.g. ``with_changes(cfg, gpu1={"lost": True})``;
+    a value of None removes that key (``{"power_mw": None}``: power not supported)."""
+    config = copy.deepcopy(config)
+    for key, changes in gpu_changes.items():
+        gpu = config["gpus"][int(key.removeprefix("gpu"))]
+        for name, value in changes.items():
+            if value is None:
+                gpu.pop(name, None)
+            else:
+                gpu[name] = value
+    return config
+
+
+def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str, Any]:
+    """What ``Gpu.to_dict`` form the adapter should report for GPU ``index`` of ``config`` when every
+    call succeeds. Processes carry pid, used_mib and is_self only (name/user come from /proc)."""
+    gpu = config["gpus"][index]
+    total, used, reserved = gpu["memory_total"], gpu["memory_used"], gpu["memory_reserved"]
+    processes = []
+    for proc in gpu.get("processes", []):
+        pid = self_pid if proc["pid"] == "self" else proc["pid"]
+        used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
+        processes.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid})
+    return {
+        "index": index,
+        "name": gpu["name"],
+        "uuid": gpu["uuid"],
+        "pci_bus_id": gpu["pci_bus_id"],
+        "memory_total_mib": total // MIB,
+        "memory_used_mib": used // MIB,
+        "memory_free_mib": (total - used - reserved) // MIB,
+        "memory_reserved_mib": reserved // MIB,
+        "utilization_gpu_pct": gpu["utilization_gpu"],
+        "utilization_memory_pct": gpu["utilization_memory"],
+        "temperature_c": gpu["temperature"],
+        "power_w": gpu["power_mw"] / 1000.0 if "power_mw" in gpu else None,
+        "processes": processes,
+        "error": None,
+    }
+
+
+def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
+    """A GPU's dict with process name/user dropped (they come from /proc, so tests check them apart)."""
+    gpu = dict(gpu)
+    if isinstance(gpu["processes"], list):
+        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self")} for p in gpu["processes"]]
+    return gpu
