@@ -7,10 +7,14 @@ so every view above can show what is missing and why without knowing NVML.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,8 @@ REASONS = (
     "error",  # any other NVML error, with its message in detail
 )
 
-IntOrNA = Union[int, Unavailable]
-FloatOrNA = Union[float, Unavailable]
+IntOrNA = int | Unavailable
+FloatOrNA = float | Unavailable
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,357 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+# ---- reading NVML -----------------------------------------------------------------------------------
+
+_MIB = 1 << 20
+# NVML return codes from nvml.h. They are C ABI, fixed across drivers, so the mapping below needs no
+# pynvml import (and can run where pynvml is missing).
+_NVML_UNINITIALIZED = 1
+_NVML_NOT_SUPPORTED = 3
+_NVML_NO_PERMISSION = 4
+_NVML_DRIVER_NOT_LOADED = 9
+_NVML_LIBRARY_NOT_FOUND = 12
+_NVML_FUNCTION_NOT_FOUND = 13
+_NVML_GPU_IS_LOST = 15
+_NVML_LIB_RM_VERSION_MISMATCH = 18
+_NVML_ARGUMENT_VERSION_MISMATCH = 25
+
+_REASON_BY_CODE = {
+    _NVML_NOT_SUPPORTED: "not_supported",
+    _NVML_NO_PERMISSION: "no_permission",
+    _NVML_GPU_IS_LOST: "gpu_lost",
+    _NVML_FUNCTION_NOT_FOUND: "function_not_found",
+}
+
+# What nvmlInit failing means for the person reading the panel, and what to do about it.
+_INIT_DETAIL = {
+    _NVML_LIBRARY_NOT_FOUND: "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver on this machine "
+    "(in a container, start it with GPU access, e.g. `docker run --gpus all`)",
+    _NVML_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded (libnvidia-ml.so.1 is there but "
+    "cannot reach the driver): check `nvidia-smi`, or load the driver / reboot",
+    _NVML_NO_PERMISSION: "no permission to open the NVIDIA devices (/dev/nvidia*): check that this user "
+    "may access them",
+    _NVML_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ (driver upgraded "
+    "without a reboot?): reboot or reload the nvidia kernel module",
+}
+
+# How long a pid's name/user read from /proc is trusted before checking that the pid is still the
+# same process. Reading /proc/<pid>/comm costs tens of µs, more than the whole NVML part of a snapshot.
+_PROC_TTL_S = 2.0
+_PROC_CACHE_MAX = 4096
+
+
+def unavailable_from_error(exc: BaseException, what: str = "") -> Unavailable:
+    """The one mapping of an error raised while reading NVML to an ``Unavailable`` (reason in REASONS).
+
+    ``exc`` is normally a ``pynvml.NVMLError`` (its ``value`` is the NVML return code); anything else is
+    reason "error". ``what`` prefixes the detail, e.g. "power".
+    """
+    code = getattr(exc, "value", None)
+    if type(exc).__name__ == "NVMLLibraryMismatchError":  # pynvml's FunctionNotFound for unversioned calls
+        reason, message = "function_not_found", str(exc)
+    elif isinstance(code, int) and not isinstance(code, bool):
+        reason = _REASON_BY_CODE.get(code, "error")
+        try:
+            message = str(exc)  # pynvml asks nvmlErrorString; fine once the library is loaded
+        except Exception:
+            message = f"NVML error {code}"
+    else:
+        reason, message = "error", f"{type(exc).__name__}: {exc}"
+    return Unavailable(reason, f"{what}: {message}" if what else message)
+
+
+def _init_failure(exc: BaseException) -> Unavailable:
+    mapped = unavailable_from_error(exc)
+    detail = _INIT_DETAIL.get(getattr(exc, "value", None))
+    return Unavailable(mapped.reason, detail or f"nvmlInit failed: {mapped.detail}")
+
+
+class _GpuLost(Exception):
+    """Raised inside one GPU's reading when a call says the GPU is gone: the whole GPU is reported lost."""
+
+    def __init__(self, unavailable: Unavailable):
+        super().__init__(unavailable.detail)
+        self.unavailable = unavailable
+
+
+# Module state. ``_nv`` is the pynvml module once nvmlInit succeeded; the caches live as long as it.
+_init_lock = threading.Lock()
+_nv: Any = None
+_memory_v2 = True  # False once the driver lacks nvmlDeviceGetMemoryInfo_v2 (before R510)
+_processes_fn: Any = None
+_system: dict[str, str | Unavailable] = {}  # driver / CUDA versions: fixed while NVML is initialised
+_identity_by_uuid: dict[str, tuple[str | Unavailable, str | Unavailable]] = {}  # uuid -> (name, bus id)
+_proc_cache: dict[int, tuple[float, tuple[int, int] | None, str | None, str | None]] = {}
+_user_by_uid: dict[int, str | None] = {}
+
+
+def _ensure_init() -> tuple[Any, Unavailable | None]:
+    """pynvml, initialised; or (None, why). A failure is not remembered: the next call tries again."""
+    global _nv
+    if _nv is not None:
+        return _nv, None
+    with _init_lock:
+        if _nv is not None:
+            return _nv, None
+        try:
+            # The PyPI ``pynvml`` wrapper package warns on import; nvidia-ml-py (what we depend on) does not.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                import pynvml
+        except ImportError as exc:
+            return None, Unavailable("error", f"nvidia-ml-py is not installed ({exc}): pip install nvidia-ml-py")
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:
+            return None, _init_failure(exc)
+        _nv = pynvml
+        return _nv, None
+
+
+def shutdown() -> None:
+    """Shut NVML down if ``snapshot()`` initialised it and forget every cache; the next ``snapshot()``
+    initialises again. For ``unload_ipython_extension`` and tests. Never raises."""
+    global _nv, _memory_v2, _processes_fn
+    with _init_lock:
+        nv, _nv = _nv, None
+        _memory_v2, _processes_fn = True, None
+        _system.clear()
+        _identity_by_uuid.clear()
+        _proc_cache.clear()
+        _user_by_uid.clear()
+        if nv is not None:
+            # Failing means someone else already shut it down: nothing left to release.
+            with contextlib.suppress(Exception):
+                nv.nvmlShutdown()
+
+
 def snapshot() -> NvmlSnapshot:
     """One reading of every GPU. Never raises: a failure is an ``available=False`` snapshot or
     ``Unavailable`` fields. An init failure is not cached: the next call tries again."""
-    return NvmlSnapshot(
-        available=False,
-        error=Unavailable("error", "the NVML adapter is not implemented yet"),
+    try:
+        nv, failure = _ensure_init()
+        if nv is None:
+            return NvmlSnapshot(available=False, error=failure)
+        try:
+            count = nv.nvmlDeviceGetCount()
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) != _NVML_UNINITIALIZED:
+                return NvmlSnapshot(available=True, error=unavailable_from_error(exc, "GPU count"), **_versions(nv))
+            # Someone shut NVML down under us (an unbalanced nvmlShutdown elsewhere in the process):
+            # start again once.
+            shutdown()
+            nv, failure = _ensure_init()
+            if nv is None:
+                return NvmlSnapshot(available=False, error=failure)
+            count = nv.nvmlDeviceGetCount()
+        self_pid = os.getpid()
+        gpus = tuple(_read_gpu(nv, index, self_pid) for index in range(count))
+        return NvmlSnapshot(available=True, gpus=gpus, **_versions(nv))
+    except Exception as exc:  # a bug here or an unexpected binding: still never raise into a view
+        return NvmlSnapshot(
+            available=False, error=Unavailable("error", f"unexpected {type(exc).__name__} reading NVML: {exc}")
+        )
+
+
+def _versions(nv: Any) -> dict[str, str | Unavailable]:
+    if "driver_version" not in _system:
+        try:
+            _system["driver_version"] = nv.nvmlSystemGetDriverVersion()
+        except nv.NVMLError as exc:
+            return {"driver_version": unavailable_from_error(exc, "driver version"),
+                    "cuda_driver_version": _cuda_version(nv)}
+    if "cuda_driver_version" not in _system:
+        cuda = _cuda_version(nv)
+        if isinstance(cuda, Unavailable):
+            return {"driver_version": _system["driver_version"], "cuda_driver_version": cuda}
+        _system["cuda_driver_version"] = cuda
+    return dict(_system)
+
+
+def _cuda_version(nv: Any) -> str | Unavailable:
+    try:
+        try:
+            version = nv.nvmlSystemGetCudaDriverVersion()
+        except nv.NVMLError_FunctionNotFound:
+            version = nv.nvmlSystemGetCudaDriverVersion_v2()
+    except nv.NVMLError as exc:
+        return unavailable_from_error(exc, "CUDA driver version")
+    return f"{version // 1000}.{version % 1000 // 10}"  # 12040 -> "12.4", as nvidia-smi shows it
+
+
+def _call(nv: Any, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, or the Unavailable it maps to; a lost GPU aborts the whole GPU's reading."""
+    try:
+        return fn(*args)
+    except nv.NVMLError as exc:
+        return _field_error(exc, what)
+
+
+def _field_error(exc: BaseException, what: str) -> Unavailable:
+    unavailable = unavailable_from_error(exc, what)
+    if unavailable.reason == "gpu_lost":
+        raise _GpuLost(unavailable) from None
+    return unavailable
+
+
+def _unreadable_gpu(index: int, why: Unavailable) -> Gpu:
+    return Gpu(
+        index=index,
+        name=why,
+        uuid=why,
+        pci_bus_id=why,
+        memory_total_mib=why,
+        memory_used_mib=why,
+        memory_free_mib=why,
+        memory_reserved_mib=why,
+        utilization_gpu_pct=why,
+        utilization_memory_pct=why,
+        temperature_c=why,
+        power_w=why,
+        processes=why,
+        error=why,
     )
+
+
+def _read_gpu(nv: Any, index: int, self_pid: int) -> Gpu:
+    # Handles are fetched on every snapshot (about 1 µs each): a GPU that fell off the bus or was
+    # replaced shows up at once, with no stale handle to invalidate.
+    try:
+        handle = nv.nvmlDeviceGetHandleByIndex(index)
+    except nv.NVMLError as exc:
+        return _unreadable_gpu(index, unavailable_from_error(exc, f"GPU {index}"))
+    try:
+        uuid = _call(nv, "uuid", nv.nvmlDeviceGetUUID, handle)
+        name, bus_id = _identity(nv, handle, uuid)
+        total, used, free, reserved = _memory(nv, handle)
+        util = _call(nv, "utilization", nv.nvmlDeviceGetUtilizationRates, handle)
+        util_gpu, util_mem = (util, util) if isinstance(util, Unavailable) else (util.gpu, util.memory)
+        temperature = _call(nv, "temperature", nv.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
+        power_mw = _call(nv, "power", nv.nvmlDeviceGetPowerUsage, handle)
+        processes = _processes(nv, handle, self_pid)
+    except _GpuLost as lost:
+        return _unreadable_gpu(index, Unavailable("gpu_lost", f"GPU {index}: {lost.unavailable.detail}"))
+    return Gpu(
+        index=index,
+        name=name,
+        uuid=uuid,
+        pci_bus_id=bus_id,
+        memory_total_mib=total,
+        memory_used_mib=used,
+        memory_free_mib=free,
+        memory_reserved_mib=reserved,
+        utilization_gpu_pct=util_gpu,
+        utilization_memory_pct=util_mem,
+        temperature_c=temperature,
+        power_w=power_mw if isinstance(power_mw, Unavailable) else power_mw / 1000.0,
+        processes=processes,
+    )
+
+
+def _identity(nv: Any, handle: Any, uuid: str | Unavailable) -> tuple[str | Unavailable, str | Unavailable]:
+    """Name and PCI bus id, which cannot change for a given UUID: read once per GPU, not per snapshot."""
+    if isinstance(uuid, str) and uuid in _identity_by_uuid:
+        return _identity_by_uuid[uuid]
+    name = _call(nv, "name", nv.nvmlDeviceGetName, handle)
+    pci = _call(nv, "PCI info", nv.nvmlDeviceGetPciInfo_v3, handle)
+    bus_id = pci if isinstance(pci, Unavailable) else normalise_bus_id(pci.busId)
+    if isinstance(uuid, str) and isinstance(name, str) and isinstance(bus_id, str):
+        _identity_by_uuid[uuid] = (name, bus_id)
+    return name, bus_id
+
+
+def normalise_bus_id(bus_id: str | bytes) -> str:
+    """A PCI bus id as nvidia-smi prints it: 8-digit domain, upper-case hex ("00000000:3B:00.0")."""
+    text = bus_id.decode(errors="replace") if isinstance(bus_id, bytes) else bus_id
+    text = text.strip().rstrip("\x00")
+    try:
+        domain, bus, rest = text.split(":")
+        device, function = rest.split(".")
+        return f"{int(domain, 16):08X}:{int(bus, 16):02X}:{int(device, 16):02X}.{int(function, 16):X}"
+    except ValueError:
+        return text.upper()  # not the usual shape: show it as NVML gave it
+
+
+def _memory(nv: Any, handle: Any) -> tuple[IntOrNA, IntOrNA, IntOrNA, IntOrNA]:
+    """(total, used, free, reserved) MiB. v2 reports reserved apart from used; v1 (drivers before R510)
+    counts it in used and has no reserved figure."""
+    global _memory_v2
+    if _memory_v2:
+        try:
+            mem = nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2)
+            return mem.total // _MIB, mem.used // _MIB, mem.free // _MIB, mem.reserved // _MIB
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) not in (_NVML_FUNCTION_NOT_FOUND, _NVML_ARGUMENT_VERSION_MISMATCH):
+                u = _field_error(exc, "memory")
+                return u, u, u, u
+            _memory_v2 = False
+    mem = _call(nv, "memory", nv.nvmlDeviceGetMemoryInfo, handle)
+    if isinstance(mem, Unavailable):
+        return mem, mem, mem, mem
+    no_reserved = Unavailable("function_not_found", "reserved memory: needs nvmlDeviceGetMemoryInfo_v2 (driver R510+)")
+    return mem.total // _MIB, mem.used // _MIB, mem.free // _MIB, no_reserved
+
+
+def _processes(nv: Any, handle: Any, self_pid: int) -> tuple[GpuProcess, ...] | Unavailable:
+    global _processes_fn
+    if _processes_fn is None:
+        _processes_fn = nv.nvmlDeviceGetComputeRunningProcesses_v3
+    try:
+        entries = _processes_fn(handle)
+    except nv.NVMLError_FunctionNotFound:
+        # A driver before R510 has only the v2 entry layout; remember, so the miss costs once.
+        _processes_fn = nv.nvmlDeviceGetComputeRunningProcesses_v2
+        entries = _call(nv, "processes", _processes_fn, handle)
+    except nv.NVMLError as exc:
+        entries = _field_error(exc, "processes")
+    if isinstance(entries, Unavailable):
+        return entries
+    now = time.monotonic()
+    result = []
+    for entry in entries:
+        pid = entry.pid
+        used = entry.usedGpuMemory  # pynvml gives None for NVML_VALUE_NOT_AVAILABLE
+        name, user = _process_owner(pid, now)
+        result.append(GpuProcess(pid, None if used is None else used // _MIB, name, user, pid == self_pid))
+    return tuple(result)
+
+
+def _process_owner(pid: int, now: float) -> tuple[str | None, str | None]:
+    """(command name, user name) of a pid from /proc, or None where not visible (another PID namespace,
+    hidepid, a process that just ended). Cached per pid; rechecked after _PROC_TTL_S, and re-read when
+    the /proc entry is a new one (pid reuse)."""
+    cached = _proc_cache.get(pid)
+    if cached is not None and now - cached[0] < _PROC_TTL_S:
+        return cached[2], cached[3]
+    try:
+        st = os.stat(f"/proc/{pid}")
+        key: tuple[int, int] | None = (st.st_ino, st.st_uid)
+    except OSError:
+        key = None
+    if cached is not None and cached[1] == key:
+        name, user = cached[2], cached[3]
+    elif key is None:
+        name = user = None
+    else:
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+                name = f.read().rstrip("\n") or None
+        except OSError:
+            name = None
+        user = _user_name(key[1])
+    if len(_proc_cache) >= _PROC_CACHE_MAX:
+        _proc_cache.clear()
+    _proc_cache[pid] = (now, key, name, user)
+    return name, user
+
+
+def _user_name(uid: int) -> str | None:
+    if uid not in _user_by_uid:
+        try:
+            import pwd
+
+            _user_by_uid[uid] = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            _user_by_uid[uid] = str(uid)  # a uid with no passwd entry (containers): still say whose
+    return _user_by_uid[uid]
