@@ -91,12 +91,21 @@ class NvmlSnapshot:
         return to_jsonable(self)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_field_names: dict[type, tuple[str, ...]] = {}  # dataclasses.fields() is slow; a JSON view calls this often
+
+
 def to_jsonable(value: Any) -> Any:
     """Dataclasses to dicts, with every ``Unavailable`` as ``{"unavailable": reason, "detail": ...}``."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Unavailable):
         return value.to_dict()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    names = _field_names.get(type(value))
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _field_names.setdefault(type(value), tuple(f.name for f in dataclasses.fields(value)))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     if isinstance(value, dict):
