@@ -1,0 +1,35 @@
+# `make test` and `make lab` each set everything up on a fresh machine (Python 3.11, make, gcc).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup test lab lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -m pip install -q -e ".[test,lab,bench]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -c "import tfgpu_magic, tensorflow, IPython, nbclient, jupyterlab"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
+test: $(STAMP)
+	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
+	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest
+
+lab: $(STAMP)
+	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab notebooks/00_start.ipynb
+
+lint: $(STAMP)
+	$(BIN)/ruff check tfgpu_magic tests benchmarks
+
+bench: $(STAMP)
+	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_import.py
+	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_nvml.py
+	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_placement.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

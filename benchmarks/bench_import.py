@@ -1,0 +1,86 @@
+"""What loading tfgpu_magic costs, against `import tensorflow`, measured in one run.
+
+Each figure is the median over fresh processes (imports are one-shot), timed inside the child so
+interpreter start-up is not counted. Run: python benchmarks/bench_import.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+PRELUDE = "import time, sys\n"
+
+IMPORT_PACKAGE = PRELUDE + """
+t = time.perf_counter(); import tfgpu_magic; dt = time.perf_counter() - t
+print(dt)
+"""
+
+LOAD_EXT = PRELUDE + """
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+c = Config(); c.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=c)
+t = time.perf_counter(); ip.run_line_magic("load_ext", "tfgpu_magic"); dt = time.perf_counter() - t
+assert "tensorflow" not in sys.modules and "ipywidgets" not in sys.modules
+print(dt)
+"""
+
+IMPORT_TF = PRELUDE + """
+t = time.perf_counter(); import tensorflow; dt = time.perf_counter() - t
+print(dt)
+"""
+
+MAGIC_LATENCY = PRELUDE + """
+import io, contextlib
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+c = Config(); c.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=c)
+ip.run_line_magic("load_ext", "tfgpu_magic")
+samples = []
+sink = io.StringIO()
+for i in range(300):
+    line = "cpus 3" if i % 2 else "cpus 2"  # a real change every time
+    with contextlib.redirect_stdout(sink):
+        t = time.perf_counter(); ip.run_line_magic("tfgpu", line); samples.append(time.perf_counter() - t)
+assert "tensorflow" not in sys.modules
+samples.sort()
+print(samples[len(samples) // 2])
+"""
+
+
+def child(code: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def median_of(code: str, runs: int) -> float:
+    return statistics.median(child(code) for _ in range(runs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=7)
+    runs = parser.parse_args().runs
+    # Interleave nothing: each line is a median of fresh processes, all taken in this one run.
+    tf = median_of(IMPORT_TF, runs)
+    package = median_of(IMPORT_PACKAGE, runs)
+    load_ext = median_of(LOAD_EXT, runs)
+    magic = median_of(MAGIC_LATENCY, max(3, runs // 2))
+    print(f"Medians of {runs} fresh processes (Python {sys.version.split()[0]}, {os.cpu_count()} cores)\n")
+    print("| what | time | ratio to `import tensorflow` |")
+    print("|---|---:|---:|")
+    print(f"| `import tensorflow` (baseline) | {tf * 1e3:.0f} ms | 1 |")
+    print(f"| `import tfgpu_magic` | {package * 1e3:.2f} ms | {package / tf:.2%} |")
+    print(f"| `%load_ext tfgpu_magic` (IPython already running) | {load_ext * 1e3:.2f} ms | {load_ext / tf:.2%} |")
+    print(f"| `%tfgpu cpus 3` before TensorFlow is imported | {magic * 1e6:.0f} µs | {magic / tf:.4%} |")
+
+
+if __name__ == "__main__":
+    main()
