@@ -61,6 +61,8 @@ class Snapshot:
     tf_gpu_names: dict[int, str] = field(default_factory=dict)  # physical index -> "GPU:N"
     memory: tuple[Memory, ...] | None = None
     placement: dict | None = None
+    # The GPU memory this process holds: from its NVML process entry, else TensorFlow's allocator.
+    kernel_gpu_memory: tuple[dict, ...] = ()
 
     # -- data --------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +92,7 @@ class Snapshot:
                 "cuda_driver_version": to_jsonable(self.nvml.cuda_driver_version),
             },
             "gpus": gpus,
+            "kernel_gpu_memory": list(self.kernel_gpu_memory),
             "placement": self.placement,
         }
 
@@ -128,7 +131,8 @@ class Snapshot:
         for gpu in self.nvml.gpus:
             tf_name = self.tf_gpu_names.get(gpu.index, "-")
             if gpu.error is not None:
-                rows.append((str(gpu.index), tf_name, _na(gpu.name), f"unavailable: {_na(gpu.error)}", "", ""))
+                name = gpu.name if isinstance(gpu.name, str) else "?"
+                rows.append((str(gpu.index), tf_name, name, f"unavailable: {_na(gpu.error)}", "", ""))
                 continue
             memory = f"{_na(gpu.memory_used_mib)} / {_na(gpu.memory_total_mib)} MiB"
             procs = gpu.processes
@@ -136,11 +140,18 @@ class Snapshot:
                 proc_text = f"processes {_na(procs)}"
             else:
                 proc_text = ", ".join(
-                    f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} {_na(p.used_mib)}MiB" for p in procs) or "-"
+                    f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+                    + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs) or "-"
             rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, f"{_na(gpu.utilization_gpu_pct)}%",
                          proc_text))
-        return [head, *_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
-                              rows)]
+        lines = [head, *_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
+                               rows)]
+        for own in self.kernel_gpu_memory:
+            where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
+            lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
+                         f"{_na(own['used_mib'])} MiB, from {own['source'].replace('_', ' ')}"
+                         + (f" ({own['note']})" if own.get("note") else ""))
+        return lines
 
     def memory_lines(self) -> list[str]:
         if self.memory is None:
@@ -218,9 +229,27 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
                                d.device_type, "logical") for d in tf.config.list_logical_devices())
         memory = tuple(_memory(tf, logical))
     return Snapshot(
+        kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)
+
+
+def _kernel_gpu_memory(snap: NvmlSnapshot, names: dict[int, str], memory) -> tuple[dict, ...]:
+    own = []
+    for gpu in snap.gpus:
+        if isinstance(gpu.processes, tuple):
+            own += [{"physical_index": gpu.index, "tf_name": names.get(gpu.index), "used_mib": p.used_mib,
+                     "source": "nvml_process", "note": ""} for p in gpu.processes if p.is_self]
+    if own or not memory:
+        return tuple(own)
+    # NVML does not list this process (containers report host PIDs, or no NVML at all): fall back
+    # to what TensorFlow's own allocator holds, which leaves out the CUDA context.
+    why = "NVML's process list does not show this process (in a container NVML reports host PIDs)" \
+        if snap.available else "NVML is unavailable"
+    return tuple({"physical_index": None, "tf_name": m.device, "used_mib": round(m.current_mib, 1),
+                  "source": "tensorflow_allocator", "note": f"{why}; the CUDA context is not counted"}
+                 for m in memory if m.device.startswith("GPU"))
 
 
 def _memory(tf, logical: tuple[Device, ...]):
