@@ -1,10 +1,10 @@
 """The GPU paths, call by call: CI has no GPU, so the exact tf.config calls are checked against a
 recording stand-in for tf.config. benchmarks/gpu_check.py runs the same paths on a real GPU."""
 
+import gpu_fakes
 import pytest
 from IPython.core.error import UsageError
 
-import gpu_fakes
 from tfgpu_magic.control import Change, Controller, RefusedError
 from tfgpu_magic.plan import ALL, Percent, Plan, VisibleSpec
 from tfgpu_magic.runtime import Adapter, Probe, Status, TFState

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SHELL_PRELUDE, run_tf, tf_env
 
 pytestmark = pytest.mark.tf
@@ -151,3 +150,38 @@ def test_cli_devices_json_has_the_documented_shape():
     assert {"name": "CPU:0", "device_type": "CPU", "kind": "physical", "physical_index": None} in \
         data["tensorflow"]["physical_devices"]
     assert set(data["nvml"]) == {"available", "error", "driver_version", "cuda_driver_version"}
+
+
+def test_config_traitlets_set_defaults_once_per_machine():
+    proc = run_tf(SHELL_PRELUDE + """
+ip.run_line_magic("config", "TfgpuMagics.default_cpus = 2")
+import tensorflow as tf
+print(len(tf.config.list_logical_devices("CPU")))
+""")
+    assert proc.stdout.strip().splitlines()[-1] == "2"
+
+
+def test_unload_undoes_what_load_and_the_magics_did():
+    proc = run_tf(SHELL_PRELUDE + """
+import os
+from tfgpu_magic import runtime
+before = dict(os.environ)
+magic("cpus 3")
+magic("visible none")
+assert runtime._watcher in sys.meta_path
+ip.run_line_magic("unload_ext", "tfgpu_magic")
+assert runtime._watcher not in sys.meta_path, "import hook left behind"
+assert "tfgpu" not in ip.magics_manager.magics["line"], "magic left behind"
+assert dict(os.environ) == before, "environment not restored"
+import tensorflow as tf
+print(len(tf.config.list_logical_devices("CPU")))
+""")
+    assert "dropped settings that had not taken effect: visible, cpus" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_help_is_available_through_the_question_mark():
+    proc = run_tf(SHELL_PRELUDE + """
+ip.run_line_magic("pinfo", "%tfgpu")
+""")
+    assert "%tfgpu limit SIZE|off [--gpu I]" in proc.stdout
