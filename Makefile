@@ -20,8 +20,11 @@ test: $(STAMP)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest
 
+# Jupyter refuses to run as root without --allow-root; CI machines and containers are root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab notebooks/00_start.ipynb
+	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) notebooks/00_start.ipynb
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfgpu_magic tests benchmarks
