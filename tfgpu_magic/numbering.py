@@ -39,12 +39,15 @@ def _resolve_entry(entry: str, gpus) -> int | None:
     if gpus is None or not entry:
         return None
     key = entry.lower()
-    for gpu in gpus:
-        uuid = gpu.uuid if not isinstance(gpu.uuid, Unavailable) else ""
-        # CUDA takes a unique prefix of the UUID ("GPU-8f3a"); MIG ids name no whole GPU here.
-        if uuid and uuid.lower().startswith(key):
-            return gpu.index
-    return None
+    if key.startswith("mig-gpu-"):
+        # The pre-R470 MIG form names its parent: MIG-GPU-<parent uuid>/<gi>/<ci>.
+        key = key[4:].split("/")[0]
+    elif key.startswith("mig-"):
+        return None  # a MIG instance's own UUID: its parent is not known without MIG enumeration
+    # CUDA takes a unique prefix of the UUID ("GPU-8f3a"); an ambiguous one is unusable.
+    matches = [g.index for g in gpus
+               if not isinstance(g.uuid, Unavailable) and g.uuid and g.uuid.lower().startswith(key)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def tf_names(order: Sequence[int] | None, visible_physical: Sequence[int] | None) -> dict[int, str]:
