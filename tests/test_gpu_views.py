@@ -147,3 +147,16 @@ print("AFTER"); print(out("devices"))
     after = proc.stdout.split("AFTER", 1)[1]
     assert "NVIDIA A100-SXM4-40GB" in after and "Tesla T4" in after
     assert "lost" in after.lower()
+
+
+def test_mixed_models_without_pci_order_are_flagged(fake_nvml):
+    fake_nvml.write(three_gpus())
+    data = json.loads(cli(fake_nvml, "status", "--json").stdout)
+    assert data["numbering"]["cuda_order"] == [0, 1, 2]
+    assert "FASTEST_FIRST" in data["numbering"]["note"]
+    env = {**fake_nvml.env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,0"}
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "status", "--json"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    data = json.loads(proc.stdout)
+    assert data["numbering"]["note"] == "" and data["numbering"]["cuda_order"] == [2, 0]
+    assert {g["index"]: g["tf_name"] for g in data["gpus"]} == {0: "GPU:1", 1: None, 2: "GPU:0"}

@@ -63,6 +63,8 @@ class Snapshot:
     placement: dict | None = None
     # The GPU memory this process holds: from its NVML process entry, else TensorFlow's allocator.
     kernel_gpu_memory: tuple[dict, ...] = ()
+    # How physical indices map to CUDA ordinals here, and a warning when they may not match.
+    numbering: dict = field(default_factory=dict)
 
     # -- data --------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -93,6 +95,7 @@ class Snapshot:
             },
             "gpus": gpus,
             "kernel_gpu_memory": list(self.kernel_gpu_memory),
+            "numbering": dict(self.numbering),
             "placement": self.placement,
         }
 
@@ -146,6 +149,8 @@ class Snapshot:
                          proc_text))
         lines = [head, *_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
                                rows)]
+        if self.numbering.get("note"):
+            lines.append(f"Numbering: {self.numbering['note']}")
         for own in self.kernel_gpu_memory:
             where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
             lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
@@ -230,9 +235,21 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
         memory = tuple(_memory(tf, logical))
     return Snapshot(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
+        numbering=_numbering(controller.environ, snap, order),
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)
+
+
+def _numbering(environ, snap: NvmlSnapshot, order: list[int] | None) -> dict:
+    device_order = environ.get("CUDA_DEVICE_ORDER")
+    note = ""
+    models = {g.name for g in snap.gpus if isinstance(g.name, str)}
+    if device_order != "PCI_BUS_ID" and len(models) > 1:
+        note = (f"CUDA_DEVICE_ORDER is {device_order or 'unset (FASTEST_FIRST)'}: with mixed GPU models CUDA, and so "
+                "TensorFlow, may number them differently from nvidia-smi; `%tfgpu visible` sets PCI_BUS_ID")
+    return {"cuda_device_order": device_order, "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_order": order, "note": note}
 
 
 def _kernel_gpu_memory(snap: NvmlSnapshot, names: dict[int, str], memory) -> tuple[dict, ...]:
