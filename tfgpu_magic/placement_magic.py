@@ -1,0 +1,500 @@
+"""The IPython face of placement capture: ``%tfgpu placement on|off|show|clear`` and ``%%tfgpu device``.
+
+The lead's ``%tfgpu`` magic owns one :class:`PlacementController` per shell and dispatches to it. The
+controller hooks ``pre_run_cell``/``post_run_cell`` and, while it needs to, brackets each cell with a
+:class:`tfgpu_magic.placement.Capture`; it never starts a thread or touches a descriptor outside a cell.
+
+Semantics chosen where TensorFlow leaves no choice (TF_FACTS: its log is fixed when the runtime starts):
+
+* ``on`` before ``import tensorflow``: the log is turned on by an import hook; before the runtime
+  starts: turned on now. Either way every placement is seen. ``on`` after the runtime started without
+  the log: TensorFlow cannot log any more, so the controller reads run metadata instead (newly compiled
+  ops and functions only) and says so once, with the fix.
+* ``off`` stops recording and the summaries. If TensorFlow's log is still running (it was on when the
+  runtime started), each cell is still captured and the raw lines are swallowed and dropped, so ``off``
+  means quiet: TensorFlow's placement lines never reach the notebook while ``off``.
+* Before any ``on``/``off`` (the state after loading) nothing is captured: a log the user turned on
+  with ``tf.debugging.set_log_device_placement`` by hand is left alone.
+* The requested device is exact for ``%%tfgpu device`` cells: any op elsewhere is a fallback. For plain
+  cells, ``tf.device("...")`` string literals in the source are read; their ops cannot be told apart
+  from the cell's others, so such a device is flagged only when it does not exist (soft placement then
+  moved its ops, silently).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+
+from .placement import (
+    DEFAULT_MAXLEN,
+    DEVICE_FORMS,
+    Capture,
+    CellRecorder,
+    CellSummary,
+    LineFields,
+    PlacementLog,
+    RecordTable,
+    device_matcher,
+    devices_in_source,
+    drain_orphans,
+    find_fallbacks,
+    logical_devices,
+    parse_device,
+    records_from_run_metadata,
+    tf_context,
+    tf_log_flag,
+)
+
+SUBCOMMANDS = ("on", "off", "show", "clear", "status")
+SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit")
+DEFAULT_SHOW_LIMIT = 50
+
+LATE_MESSAGE = (
+    "tfgpu: TensorFlow's runtime started without its placement log, and TensorFlow cannot turn it on "
+    "any more. Showing what can still be seen: ops and functions compiled from now on (through run "
+    "metadata); ops that already ran once stay invisible. For the full log, restart the kernel and run "
+    "`%tfgpu placement on` before the first TensorFlow operation."
+)
+
+
+class _Probe:
+    def __init__(self, imported: bool, initialized: bool):
+        self.imported = imported
+        self.initialized = initialized
+
+
+def _probe() -> Any:
+    try:
+        from . import runtime
+
+        return runtime.probe()
+    except (ImportError, AttributeError):  # the lead's adapter is missing: same reading, privately
+        ctx = tf_context()
+        return _Probe("tensorflow" in sys.modules,
+                      ctx is not None and getattr(ctx, "_context_handle", None) is not None)
+
+
+def _display(obj: Any) -> None:
+    from IPython.display import display
+
+    display(obj)
+
+
+class PlacementController:
+    """Placement capture for one IPython shell. ``log`` holds the records (``record.to_dict()`` for
+    other views); ``last_summary`` the last cell summary shown."""
+
+    def __init__(self, shell: Any, maxlen: int = DEFAULT_MAXLEN):
+        self.shell = shell
+        self.log = PlacementLog(maxlen)
+        self.mode = "unset"  # "on" | "off" once the user said so
+        self.last_summary: CellSummary | None = None
+        self._registered = False
+        self._capture: Capture | None = None
+        self._cell: CellRecorder | None = None
+        self._cell_source = ""
+        self._cell_forced = False  # %%tfgpu device asked for this cell's placement
+        self._in_cell = False
+        self._hooked = False
+        self._we_set_tf_flag = False
+        self._tf_log_at_init: bool | None = None
+        self._tf_log_known = False  # False: read after the fact from the Python flag (an assumption)
+        self._seen_uninitialized = False
+        self._run_metadata = False  # enabled by us for as long as placement is on
+        self._cell_run_metadata = False  # enabled by us for one %%tfgpu device cell
+        self._told_late = False
+        self._errors: list[str] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def register(self) -> None:
+        if self._registered:
+            return
+        self._observe_tf()
+        self.shell.events.register("pre_run_cell", self.pre_run_cell)
+        self.shell.events.register("post_run_cell", self.post_run_cell)
+        self._registered = True
+
+    def unregister(self) -> None:
+        """Undo everything register() and the commands did: capture, hooks, run metadata."""
+        self._stop_capture()
+        self._cell = None
+        self._in_cell = False
+        if self._registered:
+            for name, callback in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
+                with contextlib.suppress(ValueError):
+                    self.shell.events.unregister(name, callback)
+            self._registered = False
+        self._unhook()
+        self._disable_run_metadata(cell_only=False)
+        self._disable_run_metadata(cell_only=True)
+        drain_orphans(close=True)
+
+    # -- TensorFlow's log ------------------------------------------------------------------------------
+    def _observe_tf(self) -> Any:
+        p = _probe()
+        if not p.initialized:
+            self._seen_uninitialized = True
+        elif self._tf_log_at_init is None:
+            self._tf_log_at_init = bool(tf_log_flag()) or self._we_set_tf_flag
+            self._tf_log_known = self._seen_uninitialized
+        return p
+
+    def _tf_log_live(self) -> bool:
+        """Does TensorFlow write placement lines now, or will it once its runtime starts?"""
+        p = self._observe_tf()
+        if p.initialized:
+            return bool(self._tf_log_at_init)
+        if p.imported:
+            return bool(tf_log_flag())
+        return self._hooked
+
+    def _on_tf_import(self, tf: Any) -> None:
+        self._hooked = False
+        if self.mode == "on":
+            tf.debugging.set_log_device_placement(True)
+            self._we_set_tf_flag = True
+
+    def _hook(self) -> None:
+        if not self._hooked:
+            from . import runtime
+
+            runtime.add_import_hook(self._on_tf_import)
+            self._hooked = True
+
+    def _unhook(self) -> None:
+        if self._hooked:
+            from . import runtime
+
+            runtime.remove_import_hook(self._on_tf_import)
+            self._hooked = False
+
+    def _enable_run_metadata(self, cell_only: bool) -> None:
+        ctx = tf_context()
+        if ctx is None or self._run_metadata or self._cell_run_metadata:
+            return
+        ctx.enable_run_metadata()
+        ctx.export_run_metadata()  # start from a clean slate
+        if cell_only:
+            self._cell_run_metadata = True
+        else:
+            self._run_metadata = True
+
+    def _disable_run_metadata(self, cell_only: bool) -> None:
+        flag = "_cell_run_metadata" if cell_only else "_run_metadata"
+        if not getattr(self, flag):
+            return
+        setattr(self, flag, False)
+        ctx = tf_context()
+        if ctx is not None:
+            try:
+                ctx.disable_run_metadata()
+            except Exception as err:  # a context torn down by the user: nothing left to disable
+                self._errors.append(f"disable_run_metadata: {err}")
+
+    def _collect_run_metadata(self, cell: CellRecorder) -> None:
+        if not (self._run_metadata or self._cell_run_metadata):
+            return
+        ctx = tf_context()
+        if ctx is None:
+            return
+        try:
+            metadata = ctx.export_run_metadata()
+        except Exception as err:
+            self._errors.append(f"export_run_metadata: {err}")
+            return
+        if metadata is not None:
+            cell.add_records(records_from_run_metadata(metadata, cell.cell, cell.requested))
+
+    # -- per cell --------------------------------------------------------------------------------------
+    def _count_guess(self) -> int | None:
+        return getattr(self.shell, "execution_count", None)
+
+    def _sink(self, fields: LineFields) -> None:
+        cell = self._cell
+        if cell is not None:
+            cell.add(fields)
+
+    def _start_capture(self) -> None:
+        if self._capture is not None and self._capture.active:
+            return
+        if self._cell is None:
+            self._cell = CellRecorder(self._count_guess())
+        self._capture = Capture(self._sink)
+        try:
+            self._capture.start()
+        except OSError as err:  # no descriptors to redirect (closed fd 1/2): placement stays blind
+            self._capture = None
+            self._errors.append(f"capture could not start: {err}")
+
+    def _stop_capture(self) -> None:
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.stop()
+
+    def pre_run_cell(self, info: Any = None) -> None:
+        self._stop_capture()  # a capture left over by a cell whose post_run_cell never came
+        self._cell = None
+        self._cell_forced = False
+        self._in_cell = True
+        self._cell_source = getattr(info, "raw_cell", "") or ""
+        if self.mode == "unset":
+            return
+        live = self._tf_log_live()
+        if self.mode == "on":
+            if not live and _probe().initialized:
+                self._enable_run_metadata(cell_only=False)
+            self._start_capture()
+        elif live:  # "off", but TensorFlow keeps writing: swallow
+            self._start_capture()
+
+    def post_run_cell(self, result: Any = None) -> None:
+        self._in_cell = False
+        try:
+            self._stop_capture()  # first: the stop flush brings the printf lines, for this cell's recorder
+        finally:
+            cell, self._cell = self._cell, None
+            forced, self._cell_forced = self._cell_forced, False
+            if cell is not None:
+                count = getattr(result, "execution_count", None)
+                if count is not None:
+                    cell.cell = count
+                self._collect_run_metadata(cell)
+            self._disable_run_metadata(cell_only=True)
+        if cell is None or not (self.mode == "on" or forced):
+            return
+        failed = result is not None and not getattr(result, "success", True)
+        summary = self._summarize(cell, forced, failed)
+        silent = getattr(getattr(result, "info", None), "silent", False)
+        if summary is not None and not silent:
+            _display(summary)
+
+    def _summarize(self, cell: CellRecorder, forced: bool, failed: bool) -> CellSummary | None:
+        records = cell.records()
+        self.log.extend(records)
+        asked = devices_in_source(self._cell_source)
+        existing = logical_devices() if (asked or cell.requested) and not failed else None
+        fallbacks = find_fallbacks(records, cell.requested, asked, existing)
+        notes = []
+        summary = CellSummary.from_records(records, cell.cell, cell.requested, fallbacks)
+        if forced and not summary.rows and not failed:
+            notes.append(
+                "no placement was seen: "
+                + ("without TensorFlow's log only newly compiled ops show (restart the kernel and run "
+                   "`%tfgpu placement on` first for the full log)" if not self._tf_log_at_init
+                   else "the cell ran no TensorFlow op")
+            )
+            summary = CellSummary.from_records(records, cell.cell, cell.requested, fallbacks, notes)
+        if summary.empty and not notes:
+            return None
+        self.last_summary = summary
+        return summary
+
+    # -- %%tfgpu device ----------------------------------------------------------------------------------
+    def run_cell_on_device(self, device: str, cell: str) -> Any:
+        """Run ``cell`` like a normal cell under ``tf.device(device)`` and show where its ops ran.
+        Returns the value of its last expression (shown as the cell's output); its exceptions propagate."""
+        __tracebackhide__ = True
+        spec = parse_device(device)
+        if spec is None:
+            raise UsageError(f"tfgpu: bad device {device!r}; use a device like {DEVICE_FORMS}")
+        tf_device = device if device.strip().startswith("/job:") else f"/{spec.type}:{spec.index}"
+        if self.mode == "on" and not _probe().imported:
+            self._hook()
+        import tensorflow as tf
+
+        own_cell = not self._in_cell  # called outside a shell cell: bracket it ourselves
+        if own_cell:
+            self._cell_source = cell
+        if self._cell is None:
+            self._cell = CellRecorder(self._count_guess())
+        self._cell.requested = tf_device
+        self._cell_forced = True
+        self._start_capture()
+        try:
+            with tf.device(tf_device):
+                if not self._tf_log_live():
+                    self._enable_run_metadata(cell_only=True)
+                return self._run_code(cell)
+        finally:
+            if own_cell:
+                self.post_run_cell(None)
+
+    def _run_code(self, cell: str) -> Any:
+        __tracebackhide__ = True
+        shell = self.shell
+        source = shell.transform_cell(cell)
+        try:
+            filename = shell.compile.cache(source, self._count_guess() or 0, raw_code=cell)
+        except Exception:
+            filename = "<tfgpu device cell>"
+        tree = shell.compile.ast_parse(source, filename=filename)
+        tree = shell.transform_ast(tree)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+            ast.fix_missing_locations(last)
+        namespace = shell.user_ns
+        exec(shell.compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            return eval(shell.compile(last, filename, "eval"), namespace)
+        return None
+
+    # -- %tfgpu placement ARGS ---------------------------------------------------------------------------
+    def command(self, argv: list[str]) -> None:
+        if not argv:
+            argv = ["status"]
+        name, rest = argv[0].lower(), argv[1:]
+        if name not in SUBCOMMANDS:
+            raise UsageError(f"tfgpu: unknown placement subcommand {argv[0]!r}; valid: {', '.join(SUBCOMMANDS)}")
+        if name != "show" and rest:
+            raise UsageError(f"tfgpu: placement {name} takes no arguments, got {' '.join(rest)!r}")
+        return getattr(self, f"_cmd_{name}")(rest)
+
+    def _cmd_on(self, rest: list[str]) -> None:
+        self.mode = "on"
+        p = self._observe_tf()
+        if not p.imported:
+            self._hook()
+            print("tfgpu: placement capture on; TensorFlow's placement log starts when it is imported.")
+        elif not p.initialized:
+            sys.modules["tensorflow"].debugging.set_log_device_placement(True)
+            self._we_set_tf_flag = True
+            print("tfgpu: placement capture on (TensorFlow's placement log turned on before its runtime started).")
+        elif self._tf_log_at_init:
+            print("tfgpu: placement capture on (TensorFlow's placement log is running).")
+        else:
+            self._enable_run_metadata(cell_only=False)
+            if not self._told_late:
+                self._told_late = True
+                print(LATE_MESSAGE)
+            else:
+                print("tfgpu: placement capture on (newly compiled ops only, through run metadata).")
+        if self._in_cell:  # `on` and TensorFlow work in one cell: capture the rest of this cell too
+            self._start_capture()
+
+    def _cmd_off(self, rest: list[str]) -> None:
+        self.mode = "off"
+        self._unhook()
+        p = self._observe_tf()
+        if p.imported and not p.initialized and self._we_set_tf_flag:
+            sys.modules["tensorflow"].debugging.set_log_device_placement(False)
+            self._we_set_tf_flag = False
+        self._disable_run_metadata(cell_only=False)
+        if self._tf_log_live():
+            print("tfgpu: placement capture off. TensorFlow's runtime started with its placement log on and "
+                  "cannot stop it (tensorflow#45465); tfgpu keeps hiding those lines. Restart the kernel for "
+                  "a TensorFlow that does not log.")
+        else:
+            print("tfgpu: placement capture off.")
+
+    def _cmd_clear(self, rest: list[str]) -> None:
+        n = len(self.log)
+        self.log.clear()
+        print(f"tfgpu: placement records cleared ({n} removed).")
+
+    def _cmd_status(self, rest: list[str]) -> None:
+        print(self.status_text())
+
+    def _cmd_show(self, rest: list[str]) -> None:
+        opts = parse_show_options(rest)
+        matched = self.log.records(opts["device"], opts["op"], opts["cell"])
+        limit = opts["limit"]
+        shown = matched[-limit:] if limit else matched
+        _display(RecordTable(tuple(shown), len(matched), len(self.log), self.log.dropped, self.log.maxlen))
+
+    # -- status --------------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        p = self._observe_tf()
+        if not p.imported:
+            route = "log at import" if self._hooked else "none"
+        elif not p.initialized:
+            route = "log" if tf_log_flag() else "none"
+        elif self._tf_log_at_init:
+            route = "log"
+        elif self._run_metadata:
+            route = "run_metadata"
+        else:
+            route = "none"
+        return {
+            "on": self.mode == "on",
+            "mode": self.mode,
+            "records": len(self.log),
+            "dropped": self.log.dropped,
+            "maxlen": self.log.maxlen,
+            "tf_log_at_init": self._tf_log_at_init,
+            "tf_log_at_init_known": self._tf_log_known if self._tf_log_at_init is not None else None,
+            "route": route,
+            "capturing": self._capture is not None and self._capture.active,
+            "notes": self._notes(route),
+        }
+
+    def _notes(self, route: str) -> list[str]:
+        notes = []
+        level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0").strip()
+        if level.isdigit() and int(level) >= 1:
+            notes.append(f"TF_CPP_MIN_LOG_LEVEL={level} hides TensorFlow's stderr log; placements still come "
+                         "from its stdout copy of the placer and from its eager listener")
+        if route == "run_metadata":
+            notes.append("TensorFlow's log was off when its runtime started: only newly compiled ops and "
+                         "functions are seen (restart the kernel, run `%tfgpu placement on` first)")
+        if self.mode == "off" and route == "log":
+            notes.append("TensorFlow still writes its placement log; tfgpu hides it in every cell")
+        if self._tf_log_at_init is not None and not self._tf_log_known:
+            notes.append("whether TensorFlow's log was on at its start is read from its flag, which "
+                         "tfgpu did not watch being set")
+        notes += self._errors[-3:]
+        return notes
+
+    def status_text(self) -> str:
+        s = self.status()
+        at_init = {True: "on", False: "off", None: "not started yet"}[s["tf_log_at_init"]]
+        lines = [
+            f"tfgpu placement: {'on' if s['on'] else 'off'} ({s['route']}); TensorFlow's log at runtime start: "
+            f"{at_init}; {s['records']} records kept, {s['dropped']} dropped (ring buffer of {s['maxlen']})"
+        ]
+        lines += [f"  note: {n}" for n in s["notes"]]
+        return "\n".join(lines)
+
+
+def parse_show_options(argv: list[str]) -> dict[str, Any]:
+    """``--device D --op OP --cell N --limit N`` (also ``--opt=value``) -> dict; UsageError otherwise."""
+    opts: dict[str, Any] = {"device": None, "op": None, "cell": None, "limit": DEFAULT_SHOW_LIMIT}
+    words = list(argv)
+    while words:
+        word = words.pop(0)
+        name, eq, value = word.partition("=")
+        if name not in SHOW_OPTIONS:
+            raise UsageError(f"tfgpu: unknown option {word!r} for placement show; valid: {', '.join(SHOW_OPTIONS)}")
+        if not eq:
+            if not words:
+                raise UsageError(f"tfgpu: placement show {name} needs a value")
+            value = words.pop(0)
+        key = name[2:]
+        if key == "device":
+            try:
+                device_matcher(value)
+            except ValueError:
+                raise UsageError(f"tfgpu: bad --device {value!r}; use a device like {DEVICE_FORMS}, "
+                                 "or CPU / GPU for all of a kind") from None
+            opts["device"] = value
+        elif key == "op":
+            opts["op"] = value
+        else:
+            lowest = 0 if key == "cell" else 1
+            try:
+                number = int(value)
+            except ValueError:
+                number = None
+            if number is None or number < lowest:
+                raise UsageError(f"tfgpu: bad --{key} {value!r}; use a whole number >= {lowest}")
+            opts[key] = number
+    return opts
+
+
+__all__ = ["LATE_MESSAGE", "PlacementController", "parse_show_options"]
