@@ -1,0 +1,203 @@
+"""The ``%tfgpu`` subcommands: parse arguments, call the core, render. Imported on the first
+``%tfgpu`` call rather than at ``%load_ext``, which then stays cheap (the core's dataclasses cost
+more to create than everything else the extension loads)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import MagicArgumentParser
+from IPython.display import display
+
+from . import state as state_module
+from .control import Change
+from .export import render_tf1, render_tf2
+from .magics import SUBCOMMANDS, USAGE
+from .plan import (
+    ALL,
+    PlanError,
+    VisibleSpec,
+    parse_count,
+    parse_index,
+    parse_on_off,
+    parse_size,
+    parse_virtual,
+    parse_visible,
+)
+from .runtime import Outcome, TFState, probe
+
+
+class _Parser(MagicArgumentParser):
+    """argparse whose every complaint is one ``tfgpu:`` line with the usage of that subcommand."""
+
+    def error(self, message):
+        usage = " ".join(self.format_usage().split()).replace("usage: ", "")
+        raise UsageError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
+
+
+def _parser(name: str, value: str | None = None, value_help: str = "", gpu: bool = False) -> _Parser:
+    parser = _Parser(prog=f"%tfgpu {name}", add_help=False, formatter_class=argparse.HelpFormatter)
+    if value:
+        parser.add_argument(value, help=value_help)
+    if gpu:
+        parser.add_argument("--gpu", default=None, help="physical GPU index; default: every visible GPU")
+    return parser
+
+
+_PARSERS = {
+    "visible": _parser("visible", "spec"),
+    "growth": _parser("growth", "state"),
+    "limit": _parser("limit", "size", gpu=True),
+    "virtual": _parser("virtual", "spec", gpu=True),
+    "cpus": _parser("cpus", "count"),
+}
+_PARSERS["visible"].add_argument("--min-free", default=None, help="with auto: only GPUs with this much free")
+for _name in ("status", "reset", "help", "strategy"):
+    _PARSERS[_name] = _parser(_name)
+_PARSERS["devices"] = _parser("devices")
+_PARSERS["devices"].add_argument("--json", action="store_true")
+_PARSERS["status"].add_argument("--json", action="store_true")
+_PARSERS["memory"] = _parser("memory")
+_PARSERS["memory"].add_argument("--reset", action="store_true", help="reset the peak figures")
+_PARSERS["export"] = _parser("export")
+_PARSERS["export"].add_argument("--tf1", action="store_true", help="ConfigProto + Session instead of tf.config")
+
+
+def _outcome_line(command: str, outcome: Outcome) -> str:
+    detail = f" ({outcome.detail})" if outcome.detail else ""
+    return f"tfgpu: {command}: {outcome.status.value}{detail}"
+
+
+def dispatch(m, line: str, cell: str | None):
+    """Run one ``%tfgpu`` line (or ``%%tfgpu`` cell) for the magics object ``m``."""
+    words = line.split()
+    name, argv = (words[0].lower(), words[1:]) if words else ("status", [])
+    if cell is not None and name != "device":
+        raise UsageError(f"tfgpu: {name!r} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
+    if name not in SUBCOMMANDS:
+        raise UsageError(f"tfgpu: unknown subcommand {name!r}; valid: {', '.join(SUBCOMMANDS)} "
+                         "(`%tfgpu help` explains each)")
+    handler = globals()[f"cmd_{name}"]
+    try:
+        if name in ("placement", "device"):
+            return handler(m, argv, cell)
+        return handler(m, _PARSERS[name].parse_args(argv), line)
+    except PlanError as err:
+        raise UsageError(str(err)) from None
+
+
+# -- configuring -------------------------------------------------------------------------------
+def _configure(m, setting: str, value, command: str, gpu=ALL) -> Outcome:
+    try:
+        outcome = m.controller.change(Change(setting, value, gpu, command))
+    except PlanError as err:
+        raise UsageError(str(err)) from None
+    if not m.quiet:
+        print(_outcome_line(command, outcome))
+    return outcome
+
+def _gpu(args) -> int | str:
+    return ALL if args.gpu is None else parse_index(args.gpu)
+
+def cmd_visible(m, args, line):
+    spec = parse_visible(args.spec)
+    if args.min_free is not None:
+        if spec.auto is None:
+            raise PlanError(f"--min-free {args.min_free} only goes with auto or auto:N, not {args.spec!r}")
+        spec = VisibleSpec(auto=spec.auto, min_free_mib=parse_size(args.min_free, allow_percent=False,
+                                                                   what="--min-free size"))
+    _configure(m, "visible", spec, f"%tfgpu {line.strip()}")
+
+def cmd_growth(m, args, line):
+    _configure(m, "growth", parse_on_off(args.state, what="growth"), f"%tfgpu {line.strip()}")
+
+def cmd_limit(m, args, line):
+    size = None if args.size.lower() == "off" else parse_size(args.size, what="limit")
+    _configure(m, "limit", size, f"%tfgpu {line.strip()}", _gpu(args))
+
+def cmd_virtual(m, args, line):
+    sizes = None if args.spec.lower() == "off" else parse_virtual(args.spec)
+    _configure(m, "virtual", sizes, f"%tfgpu {line.strip()}", _gpu(args))
+
+def cmd_cpus(m, args, line):
+    count = None if args.count.lower() == "off" else parse_count(args.count, what="CPU count")
+    _configure(m, "cpus", count, f"%tfgpu {line.strip()}")
+
+def cmd_reset(m, args, line):
+    dropped = m.controller.reset()
+    print("tfgpu: reset: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing was waiting"))
+
+# -- views -------------------------------------------------------------------------------------
+def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
+    placement = m.placement.status() if m.placement is not None else None
+    return state_module.take(m.controller, list_devices=list_devices, placement=placement)
+
+def cmd_status(m, args, line):
+    snap = snapshot(m, )
+    if args.json:
+        return snap.to_dict()
+    display(snap)
+
+def cmd_devices(m, args, line):
+    snap = snapshot(m, list_devices=True)
+    if args.json:
+        return snap.to_dict()
+    text = "\n".join([snap.tf_line(), *snap.device_lines(), *snap.gpu_lines()])
+    display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
+
+def cmd_memory(m, args, line):
+    state = probe().state
+    if args.reset and state >= TFState.INITIALIZED:
+        tf = sys.modules["tensorflow"]
+        for device in tf.config.list_logical_devices():
+            if device.device_type in ("GPU", "CPU"):
+                # CPUs share one allocator, and some builds do not track it at all.
+                with contextlib.suppress(ValueError, RuntimeError):
+                    tf.config.experimental.reset_memory_stats(device.name)
+    text = "\n".join(snapshot(m, ).memory_lines())
+    display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
+
+def cmd_export(m, args, line):
+    plan = m.controller.plan
+    totals = {}
+    if plan.limits or plan.virtual:
+        snap = m.controller.nvml()
+        totals = {g.index: g.memory_total_mib for g in snap.gpus if isinstance(g.memory_total_mib, int)}
+    placement = bool(m.placement and m.placement.status().get("on"))
+    render = render_tf1 if args.tf1 else render_tf2
+    print(render(plan, totals, placement=placement), end="")
+
+def cmd_strategy(m, args, line):
+    if probe().state is TFState.NOT_INSTALLED:
+        raise UsageError("tfgpu: strategy needs TensorFlow, which is not installed; "
+                         "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu) and restart the kernel")
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    names = [d.name for d in devices]
+    strategy = tf.distribute.MirroredStrategy(names)
+    short = ", ".join(n.split("device:")[-1] for n in names)
+    print(f"tfgpu: MirroredStrategy over {strategy.num_replicas_in_sync} device(s): {short}")
+    return strategy
+
+def cmd_help(m, args, line):
+    print(USAGE)
+
+# -- placement: its own face -------------------------------------------------------------------
+def cmd_placement(m, argv, cell):
+    if m.placement is None:
+        raise UsageError("tfgpu: placement capture is not available in this installation")
+    return m.placement.command(argv)
+
+def cmd_device(m, argv, cell):
+    if cell is None:
+        raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
+    if len(argv) != 1:
+        raise UsageError(f"tfgpu: device takes one device like /GPU:0 or /CPU:1, got {' '.join(argv)!r}")
+    if m.placement is None:
+        raise UsageError("tfgpu: placement capture is not available in this installation")
+    return m.placement.run_cell_on_device(argv[0], cell)
