@@ -766,7 +766,9 @@ def find_fallbacks(
         if spec is None or existing_specs is None or spec in existing_specs or spec == want:
             continue
         ran_on = tuple(dict.fromkeys(r.short_device for r in ops))
-        out.append(Fallback(asked, ran_on, (), f"there is no {spec.short}, soft placement moved its ops"))
+        # The literal may sit in a branch that never ran: say what is known, not more.
+        out.append(Fallback(asked, ran_on, (), f"there is no {spec.short} here: ops placed under it, "
+                                               "if that code ran, were moved by soft placement"))
     return tuple(out)
 
 

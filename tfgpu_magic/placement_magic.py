@@ -80,6 +80,14 @@ def _probe() -> Any:
                       ctx is not None and getattr(ctx, "_context_handle", None) is not None)
 
 
+def _soft_placement() -> bool:
+    tf = sys.modules.get("tensorflow")
+    try:
+        return bool(tf.config.get_soft_device_placement()) if tf is not None else True
+    except Exception:  # a TensorFlow without the call: assume its default, on
+        return True
+
+
 def _display(obj: Any) -> None:
     from IPython.display import display
 
@@ -277,7 +285,8 @@ class PlacementController:
     def _summarize(self, cell: CellRecorder, forced: bool, failed: bool) -> CellSummary | None:
         records = cell.records()
         self.log.extend(records)
-        asked = devices_in_source(self._cell_source)
+        # With soft placement off a missing device raises instead of falling back: nothing to flag.
+        asked = devices_in_source(self._cell_source) if _soft_placement() else []
         existing = logical_devices() if (asked or cell.requested) and not failed else None
         fallbacks = find_fallbacks(records, cell.requested, asked, existing)
         notes = []
