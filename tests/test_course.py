@@ -1,8 +1,8 @@
 """The teaching course (notebooks/01_*.ipynb ... 08_*.ipynb): each lesson runs top to bottom in a real kernel
 on a machine without a GPU and shows what it teaches.
 
-test_notebooks.py already checks that every notebook runs with stripped outputs; these tests add what each lesson
-must show (its key outputs), the bilingual opening every lesson starts with, and the rules for magics and
+test_notebooks.py checks that every notebook is stripped of outputs; these tests run each lesson and
+check what it must show (its key outputs), the bilingual opening every lesson starts with, and the rules for magics and
 deliberate errors."""
 
 import re
