@@ -22,6 +22,7 @@ EXPECTED = {
     "02": ["CUDA_DEVICE_ORDER    = PCI_BUS_ID", "CUDA_VISIBLE_DEVICES = 0", "visible auto needs NVML"],
     "03": ["conflicts with growth", "TensorFlow allocator memory"],
     "04": ["b was computed on /job:localhost/replica:0/task:0/device:CPU:1", "asked for /CPU:7, ran on",
+           "d was computed on /job:localhost/replica:0/task:0/device:CPU:2", "fallback: asked /CPU:7",
            "InvalidArgumentError: Could not satisfy device specification"],
     "05": ["device:CPU:1", "same result", "one device:"],
     "06": ["Number of devices: 2", "MirroredStrategy over 2 device(s)", "replicas: 2 loss after 1 epoch"],
