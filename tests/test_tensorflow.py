@@ -185,3 +185,22 @@ def test_help_is_available_through_the_question_mark():
 ip.run_line_magic("pinfo", "%tfgpu")
 """)
     assert "%tfgpu limit SIZE|off [--gpu I]" in proc.stdout
+
+
+def test_python_api_is_all_or_nothing_before_import(tmp_path):
+    proc = run_tf("""
+import os, sys
+import tfgpu_magic
+from tfgpu_magic import runtime
+from tfgpu_magic.plan import PlanError
+before = dict(os.environ)
+try:
+    tfgpu_magic.configure(visible="none", limit="40%")  # no NVML here: the percentage is refused
+except PlanError as err:
+    print("REFUSED", err)
+assert dict(os.environ) == before, "environment changed by a refused call"
+assert runtime._watcher not in sys.meta_path, "import hook left behind"
+print(tfgpu_magic.snapshot().to_dict()["settings"])
+""", env=tf_env(LD_LIBRARY_PATH=str(tmp_path)))
+    assert "REFUSED tfgpu:" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -10,7 +10,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import TfgpuWarning
 from . import nvml as nvml_module
@@ -97,7 +97,7 @@ class Controller:
         outcome = self.adapter(tf, state, snap).apply(change.setting, new_plan)
         if outcome.status in (Status.REFUSED, Status.FAILED, Status.NO_DEVICE):
             if env:
-                self._restore(old_env)
+                self.restore_env(old_env)
             raise self._error(change, outcome)
         self._commit(new_plan, {})
         self.outcomes[change.setting] = outcome
@@ -198,7 +198,7 @@ class Controller:
                 self.environ[name] = value
         return old
 
-    def _restore(self, old: dict[str, str | None]) -> None:
+    def restore_env(self, old: dict[str, str | None]) -> None:
         for name, value in old.items():
             if value is None:
                 self.environ.pop(name, None)
@@ -235,7 +235,7 @@ class Controller:
             dropped = [name for name, _ in self.plan.describe()]
             self.plan = Plan()
             self.outcomes.clear()
-            self._restore(self._saved_env)
+            self.restore_env(self._saved_env)
             self._saved_env.clear()
             self.unhook()
             return dropped
@@ -275,8 +275,6 @@ def _why(error) -> str:
 
 
 def _without(plan: Plan, field_name: str) -> Plan:
-    from dataclasses import replace
-
     return replace(plan, **{field_name: ()})
 
 

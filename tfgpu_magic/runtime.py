@@ -334,10 +334,7 @@ class Adapter:
         return resolved
 
     def _logical(self, plan: Plan) -> _Step:
-        if not plan.limits and not plan.virtual:
-            asked: set = set()
-        else:
-            asked = {g for g, _ in plan.limits} | {g for g, _ in plan.virtual}
+        asked = {g for g, _ in plan.limits} | {g for g, _ in plan.virtual}
         gpus = self.visible_gpus()
         present = {p for p, _ in gpus}
         missing = sorted(g for g in asked if g != ALL and g not in present)
@@ -347,17 +344,14 @@ class Adapter:
         if not gpus:
             return _Step(Status.NO_GPU if asked else Status.APPLIED,
                          "TensorFlow sees no GPU; the setting applies where there is one" if asked else "")
-        calls = []
-        for physical, device in gpus:
-            try:
-                want = self.desired_limits(plan, physical)
-            except LookupError as err:
-                return _Step(Status.FAILED, str(err))
-            if _current_limits(self.tf, device) != want:
-                calls.append(_logical_call(self.tf, device, want))
-        detail = "; ".join(
-            f"GPU {p}: " + ("default" if (w := self.desired_limits(plan, p)) is None else ", ".join(map(format_mib, w)))
-            for p, _ in gpus)
+        try:
+            wants = [(physical, device, self.desired_limits(plan, physical)) for physical, device in gpus]
+        except LookupError as err:
+            return _Step(Status.FAILED, str(err))
+        calls = [_logical_call(self.tf, device, want) for _, device, want in wants
+                 if _current_limits(self.tf, device) != want]
+        detail = "; ".join(f"GPU {physical}: " + ("default" if want is None else ", ".join(map(format_mib, want)))
+                           for physical, _, want in wants)
         return _Step(Status.APPLIED, detail, calls)
 
 
