@@ -99,8 +99,10 @@ def _configure(m, setting: str, value, command: str, gpu=ALL) -> Outcome:
         print(_outcome_line(command, outcome))
     return outcome
 
+
 def _gpu(args) -> int | str:
     return ALL if args.gpu is None else parse_index(args.gpu)
+
 
 def cmd_visible(m, args, line):
     spec = parse_visible(args.spec)
@@ -111,29 +113,36 @@ def cmd_visible(m, args, line):
                                                                    what="--min-free size"))
     _configure(m, "visible", spec, f"%tfgpu {line.strip()}")
 
+
 def cmd_growth(m, args, line):
     _configure(m, "growth", parse_on_off(args.state, what="growth"), f"%tfgpu {line.strip()}")
+
 
 def cmd_limit(m, args, line):
     size = None if args.size.lower() == "off" else parse_size(args.size, what="limit")
     _configure(m, "limit", size, f"%tfgpu {line.strip()}", _gpu(args))
 
+
 def cmd_virtual(m, args, line):
     sizes = None if args.spec.lower() == "off" else parse_virtual(args.spec)
     _configure(m, "virtual", sizes, f"%tfgpu {line.strip()}", _gpu(args))
+
 
 def cmd_cpus(m, args, line):
     count = None if args.count.lower() == "off" else parse_count(args.count, what="CPU count")
     _configure(m, "cpus", count, f"%tfgpu {line.strip()}")
 
+
 def cmd_reset(m, args, line):
     dropped = m.controller.reset()
     print("tfgpu: reset: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing was waiting"))
+
 
 # -- views -------------------------------------------------------------------------------------
 def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
     placement = m.placement.status() if m.placement is not None else None
     return state_module.take(m.controller, list_devices=list_devices, placement=placement)
+
 
 def cmd_status(m, args, line):
     snap = snapshot(m, )
@@ -141,12 +150,14 @@ def cmd_status(m, args, line):
         return snap.to_dict()
     display(snap)
 
+
 def cmd_devices(m, args, line):
     snap = snapshot(m, list_devices=True)
     if args.json:
         return snap.to_dict()
     text = "\n".join([snap.tf_line(), *snap.device_lines(), *snap.gpu_lines()])
     display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
+
 
 def cmd_memory(m, args, line):
     state = probe().state
@@ -160,6 +171,7 @@ def cmd_memory(m, args, line):
     text = "\n".join(snapshot(m, ).memory_lines())
     display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
 
+
 def cmd_export(m, args, line):
     plan = m.controller.plan
     totals = {}
@@ -169,6 +181,7 @@ def cmd_export(m, args, line):
     placement = bool(m.placement and m.placement.status().get("on"))
     render = render_tf1 if args.tf1 else render_tf2
     print(render(plan, totals, placement=placement), end="")
+
 
 def cmd_strategy(m, args, line):
     if probe().state is TFState.NOT_INSTALLED:
@@ -184,14 +197,17 @@ def cmd_strategy(m, args, line):
     print(f"tfgpu: MirroredStrategy over {strategy.num_replicas_in_sync} device(s): {short}")
     return strategy
 
+
 def cmd_help(m, args, line):
     print(USAGE)
+
 
 # -- placement: its own face -------------------------------------------------------------------
 def cmd_placement(m, argv, cell):
     if m.placement is None:
         raise UsageError("tfgpu: placement capture is not available in this installation")
     return m.placement.command(argv)
+
 
 def cmd_device(m, argv, cell):
     if cell is None:
