@@ -204,3 +204,13 @@ print(tfgpu_magic.snapshot().to_dict()["settings"])
 """, env=tf_env(LD_LIBRARY_PATH=str(tmp_path)))
     assert "REFUSED tfgpu:" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_load_ext_leaves_the_core_for_the_first_magic():
+    # %load_ext stays cheap (benchmarks/bench_import.py) by importing the subcommands on first use.
+    run_tf(SHELL_PRELUDE + """
+for name in ("tfgpu_magic.commands", "tfgpu_magic.state", "tfgpu_magic.control", "tensorflow", "ipywidgets"):
+    assert name not in sys.modules, name
+magic("status")
+assert "tfgpu_magic.commands" in sys.modules
+""")

@@ -67,6 +67,8 @@ class TfgpuMagics(Magics):
 
     # -- traitlets ---------------------------------------------------------------------------------
     def apply_defaults(self) -> None:
+        if not (self.default_growth or self.default_cpus):
+            return  # the usual case: keep %load_ext from importing the core
         from .commands import _configure
 
         if self.default_growth and self.controller.plan.growth is None:
