@@ -156,3 +156,13 @@ def test_export_turns_a_percentage_into_mib(shell, capsys):
     capsys.readouterr()
     shell.run_line_magic("tfgpu", "export")
     assert "memory_limit=20480" in capsys.readouterr().out
+
+
+def test_reset_after_import_drops_only_what_did_not_take_effect(shell):
+    tf = gpu_fakes.RecordingTF(0)  # no GPU: growth has nothing to apply to
+    shell.tfgpu.controller = controller = _controller(tf, TFState.IMPORTED)
+    shell.run_line_magic("tfgpu", "cpus 2")
+    shell.run_line_magic("tfgpu", "growth on")
+    assert controller.outcomes["growth"].status is Status.NO_GPU
+    assert controller.reset() == ["growth"]
+    assert controller.plan == Plan().with_cpus(2)

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(snap.to_dict(), sys.stdout, indent=2)
         print()
     elif args.command == "devices":
-        print("\n".join([snap.tf_line(), *snap.device_lines(), *snap.gpu_lines()]))
+        print(snap.devices_text())
     else:
         print(snap.to_text())
     return 0

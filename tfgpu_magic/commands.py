@@ -144,8 +144,13 @@ def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
     return state_module.take(m.controller, list_devices=list_devices, placement=placement)
 
 
+def _show_text(text: str) -> None:
+    """Plain text in a terminal, the same text in a <pre> block in a notebook."""
+    display({"text/plain": text, "text/html": state_module.html_block(text)}, raw=True)
+
+
 def cmd_status(m, args, line):
-    snap = snapshot(m, )
+    snap = snapshot(m)
     if args.json:
         return snap.to_dict()
     display(snap)
@@ -155,8 +160,7 @@ def cmd_devices(m, args, line):
     snap = snapshot(m, list_devices=True)
     if args.json:
         return snap.to_dict()
-    text = "\n".join([snap.tf_line(), *snap.device_lines(), *snap.gpu_lines()])
-    display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
+    _show_text(snap.devices_text())
 
 
 def cmd_memory(m, args, line):
@@ -168,16 +172,12 @@ def cmd_memory(m, args, line):
                 # CPUs share one allocator, and some builds do not track it at all.
                 with contextlib.suppress(ValueError, RuntimeError):
                     tf.config.experimental.reset_memory_stats(device.name)
-    text = "\n".join(snapshot(m, ).memory_lines())
-    display({"text/plain": text, "text/html": state_module._html_block(text)}, raw=True)
+    _show_text("\n".join(snapshot(m).memory_lines()))
 
 
 def cmd_export(m, args, line):
     plan = m.controller.plan
-    totals = {}
-    if plan.limits or plan.virtual:
-        snap = m.controller.nvml()
-        totals = {g.index: g.memory_total_mib for g in snap.gpus if isinstance(g.memory_total_mib, int)}
+    totals = m.controller.nvml().memory_totals_mib() if plan.limits or plan.virtual else {}
     placement = bool(m.placement and m.placement.status().get("on"))
     render = render_tf1 if args.tf1 else render_tf2
     print(render(plan, totals, placement=placement), end="")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from . import TfgpuWarning
 from . import nvml as nvml_module
 from .numbering import cuda_order
-from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib
+from .plan import ALL, Plan, PlanError, VisibleSpec, format_mib, has_percent
 from .runtime import (
     Adapter,
     Outcome,
@@ -68,8 +68,7 @@ class Controller:
 
     def adapter(self, tf, state: TFState, snap: nvml_module.NvmlSnapshot | None = None) -> Adapter:
         snap = snap if snap is not None else self.nvml()
-        totals = {g.index: g.memory_total_mib for g in snap.gpus if isinstance(g.memory_total_mib, int)}
-        return Adapter(tf, state, cuda_order(self.environ, snap), totals)
+        return Adapter(tf, state, cuda_order(self.environ, snap), snap.memory_totals_mib())
 
     # -- the one way in --------------------------------------------------------------------------
     def change(self, change: Change) -> Outcome:
@@ -83,7 +82,7 @@ class Controller:
         if snap is not None:
             self._check_indices(change, value, snap)
         new_plan = self._planned(change.setting, value, change.gpu)
-        env = self._visible_env(new_plan.visible, snap) if change.setting == "visible" else {}
+        env = self._visible_env(new_plan.visible) if change.setting == "visible" else {}
         if state < TFState.IMPORTED:
             self._commit(new_plan, env)
             outcome = Outcome(change.setting, Status.PENDING, "applied when TensorFlow is imported")
@@ -136,9 +135,7 @@ class Controller:
 
     def _check_indices(self, change: Change, value, snap: nvml_module.NvmlSnapshot) -> None:
         if not snap.available:
-            needs_total = isinstance(value, Percent) or (
-                isinstance(value, tuple) and any(isinstance(v, Percent) for v in value))
-            if needs_total:
+            if has_percent(value):
                 raise PlanError(
                     f"`{change.command}` needs the GPU's total memory to turn a percentage into MiB, and NVML cannot "
                     f"tell it ({_why(snap.error)}); give an absolute size such as 4GB")
@@ -151,7 +148,7 @@ class Controller:
             if index not in known:
                 raise PlanError(f"GPU {index} does not exist: this machine's GPUs are {self._gpu_list(snap)} "
                                 "(physical indices, as nvidia-smi numbers them)")
-        if isinstance(value, Percent) or (isinstance(value, tuple) and any(isinstance(v, Percent) for v in value)):
+        if has_percent(value):
             targets = [change.gpu] if change.gpu != ALL else sorted(known)
             for index in targets:
                 total = snap.gpu(index).memory_total_mib if snap.gpu(index) else None
@@ -176,9 +173,7 @@ class Controller:
         return VisibleSpec(indices=tuple(sorted(i for _, i in free[: spec.auto])))
 
     # -- environment -----------------------------------------------------------------------------
-    def _visible_env(self, spec: VisibleSpec | None, snap) -> dict[str, str | None]:
-        if spec is None:
-            return {name: self._saved_env.get(name, self.environ.get(name)) for name in ENV_VARS}
+    def _visible_env(self, spec: VisibleSpec) -> dict[str, str | None]:
         order = self.environ.get("CUDA_DEVICE_ORDER")
         if order not in (None, "PCI_BUS_ID") and "CUDA_DEVICE_ORDER" not in self._saved_env:
             warnings.warn(f"tfgpu: CUDA_DEVICE_ORDER={order} numbers GPUs differently from nvidia-smi; "
@@ -243,9 +238,8 @@ class Controller:
         dropped = [s for s, o in self.outcomes.items() if o.status not in keep]
         plan = self.plan
         for setting in dropped:
-            plan = {"visible": lambda p: p.with_visible(None), "growth": lambda p: p.with_growth(None),
-                    "cpus": lambda p: p.with_cpus(None), "limit": lambda p: _without(p, "limits"),
-                    "virtual": lambda p: _without(p, "virtual")}[setting](plan)
+            name = _PLAN_FIELDS[setting]
+            plan = replace(plan, **{name: getattr(Plan(), name)})
             del self.outcomes[setting]
         self.plan = plan
         return dropped
@@ -274,17 +268,12 @@ def _why(error) -> str:
     return getattr(error, "detail", "") or getattr(error, "reason", str(error))
 
 
-def _without(plan: Plan, field_name: str) -> Plan:
-    return replace(plan, **{field_name: ()})
+# The Plan field behind each setting, for dropping one back to its default.
+_PLAN_FIELDS = {"visible": "visible", "growth": "growth", "cpus": "cpus", "limit": "limits", "virtual": "virtual"}
 
 
 def _needs_inventory(change: Change) -> bool:
-    if change.setting == "visible":
-        return True
-    if change.gpu != ALL:
-        return True
-    value = change.value
-    return isinstance(value, Percent) or (isinstance(value, tuple) and any(isinstance(v, Percent) for v in value))
+    return change.setting == "visible" or change.gpu != ALL or has_percent(change.value)
 
 
 _default: Controller | None = None

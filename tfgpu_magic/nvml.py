@@ -81,6 +81,10 @@ class NvmlSnapshot:
     gpus: tuple[Gpu, ...] = ()
     taken_at: float = field(default_factory=time.time)
 
+    def memory_totals_mib(self) -> dict[int, int]:
+        """Physical index -> total MiB, for the GPUs that report it (percentages need it)."""
+        return {g.index: g.memory_total_mib for g in self.gpus if isinstance(g.memory_total_mib, int)}
+
     def gpu(self, index: int) -> Gpu | None:
         for gpu in self.gpus:
             if gpu.index == index:

@@ -248,6 +248,13 @@ def _sorted_items(mapping: dict) -> tuple:
     return tuple(sorted(mapping.items(), key=lambda kv: (kv[0] != ALL, kv[0] if kv[0] != ALL else -1)))
 
 
+def has_percent(value) -> bool:
+    """A size or a tuple of sizes with a percentage in it: it needs the GPU's total memory."""
+    if isinstance(value, tuple):
+        return any(isinstance(v, Percent) for v in value)
+    return isinstance(value, Percent)
+
+
 def resolve_size(size: int | Percent, total_mib: int | None) -> int | None:
     """MiB for a size; a Percent needs the GPU's total (None when unknown)."""
     if isinstance(size, Percent):

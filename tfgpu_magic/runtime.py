@@ -355,9 +355,6 @@ class Adapter:
         return _Step(Status.APPLIED, detail, calls)
 
 
-SETTINGS_ORDER = ("visible", "cpus", "growth", "limit", "virtual")
-
-
 def asked_settings(plan: Plan) -> list[str]:
     """The settings a plan says something about, in the order they must be applied: visibility
     decides which GPUs the others touch."""

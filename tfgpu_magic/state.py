@@ -164,6 +164,9 @@ class Snapshot:
         rows = [(m.device, f"{m.current_mib:.1f}", f"{m.peak_mib:.1f}", m.note) for m in self.memory]
         return ["TensorFlow allocator memory (MiB):", *_table(("device", "current", "peak", "note"), rows)]
 
+    def devices_text(self) -> str:
+        return "\n".join([self.tf_line(), *self.device_lines(), *self.gpu_lines()])
+
     def to_text(self) -> str:
         lines = [self.tf_line(), *self.settings_lines(), *self.device_lines(), *self.gpu_lines()]
         if self.placement:
@@ -174,7 +177,7 @@ class Snapshot:
         printer.text(self.to_text())
 
     def _repr_html_(self) -> str:
-        return _html_block(self.to_text())
+        return html_block(self.to_text())
 
 
 def _na(value) -> str:
@@ -197,7 +200,7 @@ def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
     return [fmt.format(*header).rstrip(), *(fmt.format(*map(str, r)).rstrip() for r in rows)]
 
 
-def _html_block(text: str) -> str:
+def html_block(text: str) -> str:
     return f"<pre class='tfgpu'>{html.escape(text)}</pre>"
 
 
