@@ -160,12 +160,15 @@ _PROC_CACHE_MAX = 4096
 def unavailable_from_error(exc: BaseException, what: str = "") -> Unavailable:
     """The one mapping of an error raised while reading NVML to an ``Unavailable`` (reason in REASONS).
 
-    ``exc`` is normally a ``pynvml.NVMLError`` (its ``value`` is the NVML return code); anything else is
-    reason "error". ``what`` prefixes the detail, e.g. "power".
+    ``exc`` is normally a ``pynvml.NVMLError`` (its ``value`` is the NVML return code), or the
+    ``UnicodeDecodeError`` pynvml raises when the driver hands back text that is not UTF-8; anything else
+    is reason "error". ``what`` prefixes the detail, e.g. "power".
     """
     code = getattr(exc, "value", None)
     if type(exc).__name__ == "NVMLLibraryMismatchError":  # pynvml's FunctionNotFound for unversioned calls
         reason, message = "function_not_found", str(exc)
+    elif isinstance(exc, UnicodeDecodeError):
+        reason, message = "error", f"the driver returned bytes that are not valid UTF-8: {_short_repr(exc.object)}"
     elif isinstance(code, int) and not isinstance(code, bool):
         reason = _REASON_BY_CODE.get(code, "error")
         try:
@@ -175,6 +178,11 @@ def unavailable_from_error(exc: BaseException, what: str = "") -> Unavailable:
     else:
         reason, message = "error", f"{type(exc).__name__}: {exc}"
     return Unavailable(reason, f"{what}: {message}" if what else message)
+
+
+def _short_repr(raw: bytes, limit: int = 48) -> str:
+    """The bytes as Python writes them, cut to ``limit`` bytes: enough to quote in a bug report."""
+    return repr(bytes(raw[:limit])) + ("..." if len(raw) > limit else "")
 
 
 def _init_failure(exc: BaseException) -> Unavailable:
@@ -274,7 +282,7 @@ def _versions(nv: Any) -> dict[str, str | Unavailable]:
     if "driver_version" not in _system:
         try:
             _system["driver_version"] = nv.nvmlSystemGetDriverVersion()
-        except nv.NVMLError as exc:
+        except (nv.NVMLError, UnicodeDecodeError) as exc:
             return {"driver_version": unavailable_from_error(exc, "driver version"),
                     "cuda_driver_version": _cuda_version(nv)}
     if "cuda_driver_version" not in _system:
@@ -297,10 +305,11 @@ def _cuda_version(nv: Any) -> str | Unavailable:
 
 
 def _call(nv: Any, what: str, fn: Any, *args: Any) -> Any:
-    """``fn(*args)``, or the Unavailable it maps to; a lost GPU aborts the whole GPU's reading."""
+    """``fn(*args)``, or the Unavailable it maps to; a lost GPU aborts the whole GPU's reading. pynvml
+    decodes NVML's strings as UTF-8, so one bad byte from the driver is this field's error, not the GPU's."""
     try:
         return fn(*args)
-    except nv.NVMLError as exc:
+    except (nv.NVMLError, UnicodeDecodeError) as exc:
         return _field_error(exc, what)
 
 
@@ -370,11 +379,15 @@ def _identity(nv: Any, handle: Any, uuid: str | Unavailable) -> tuple[str | Unav
     if isinstance(uuid, str) and uuid in _identity_by_uuid:
         return _identity_by_uuid[uuid]
     name = _call(nv, "name", nv.nvmlDeviceGetName, handle)
-    pci = _call(nv, "PCI info", nv.nvmlDeviceGetPciInfo_v3, handle)
-    bus_id = pci if isinstance(pci, Unavailable) else normalise_bus_id(pci.busId)
+    bus_id = _call(nv, "PCI info", _bus_id, nv, handle)
     if isinstance(uuid, str) and isinstance(name, str) and isinstance(bus_id, str):
         _identity_by_uuid[uuid] = (name, bus_id)
     return name, bus_id
+
+
+def _bus_id(nv: Any, handle: Any) -> str:
+    # pynvml decodes a struct's text field when it is read, so reading busId belongs inside _call too.
+    return normalise_bus_id(nv.nvmlDeviceGetPciInfo_v3(handle).busId)
 
 
 def normalise_bus_id(bus_id: str | bytes) -> str:

@@ -127,8 +127,20 @@ class Snapshot:
     def gpu_lines(self) -> list[str]:
         if not self.nvml.available:
             return [f"GPUs (NVML): unavailable: {_na(self.nvml.error)}"]
-        head = f"GPUs (NVML, driver {_na(self.nvml.driver_version)}, CUDA {_na(self.nvml.cuda_driver_version)}):"
+
+        def named(label: str, value) -> str:
+            # The adapter's details name their field already ("driver version: ..."): no label twice.
+            return value.detail if isinstance(value, Unavailable) and value.detail else f"{label} {_na(value)}"
+
+        def figure(value, unit: str) -> str:
+            # A unit belongs to a number; a missing figure reads as its reason alone.
+            return f"{value}{unit}" if isinstance(value, int | float) else _na(value)
+
+        versions = f"{named('driver', self.nvml.driver_version)}, {named('CUDA', self.nvml.cuda_driver_version)}"
+        head = f"GPUs (NVML, {versions}):"
         if not self.nvml.gpus:
+            if self.nvml.error is not None:  # no list because the count failed: "none" would be untrue
+                return [head + f" unknown: the count could not be read ({_na(self.nvml.error)})"]
             return [head + " none"]
         rows = []
         for gpu in self.nvml.gpus:
@@ -137,15 +149,21 @@ class Snapshot:
                 name = gpu.name if isinstance(gpu.name, str) else "?"
                 rows.append((str(gpu.index), tf_name, name, f"unavailable: {_na(gpu.error)}", "", ""))
                 continue
-            memory = f"{_na(gpu.memory_used_mib)} / {_na(gpu.memory_total_mib)} MiB"
+            used, total = gpu.memory_used_mib, gpu.memory_total_mib
+            if isinstance(used, int) and isinstance(total, int):
+                memory = f"{used} / {total} MiB"
+            elif used == total:  # both from one failed call: say why once
+                memory = _na(used)
+            else:
+                memory = f"{figure(used, ' MiB')} / {figure(total, ' MiB')}"
             procs = gpu.processes
             if isinstance(procs, Unavailable):
-                proc_text = f"processes {_na(procs)}"
+                proc_text = _na(procs)  # the column says these are processes; the detail often does too
             else:
                 proc_text = ", ".join(
                     f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
                     + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs) or "-"
-            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, f"{_na(gpu.utilization_gpu_pct)}%",
+            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, figure(gpu.utilization_gpu_pct, "%"),
                          proc_text))
         lines = [head, *_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
                                rows)]
@@ -154,7 +172,7 @@ class Snapshot:
         for own in self.kernel_gpu_memory:
             where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
             lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
-                         f"{_na(own['used_mib'])} MiB, from {own['source'].replace('_', ' ')}"
+                         f"{figure(own['used_mib'], ' MiB')}, from {own['source'].replace('_', ' ')}"
                          + (f" ({own['note']})" if own.get("note") else ""))
         return lines
 

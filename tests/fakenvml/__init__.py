@@ -8,7 +8,7 @@ process start, hence a subprocess). The GPUs it shows are described by a dict, w
 Config dict (every key optional)::
 
     {
-        "driver_version": "550.54.15",
+        "driver_version": "550.54.15",  # this and the GPUs' name, uuid, pci_bus_id: str, or bytes (any but NUL)
         "cuda_driver_version": 12040,
         "errors": {  # error injection: function name -> code, {"gpu": i, "code": c}, or a list of those
             "nvmlInitWithFlags": "DRIVER_NOT_LOADED",
@@ -131,6 +131,16 @@ def _error_lines(errors: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _escape(value: str | bytes, what: str) -> str:
+    """A text value as one config line's worth: UTF-8 (or the raw bytes given), with control bytes, bytes
+    beyond ASCII and the backslash as \\xHH, which fake_nvml.c decodes. Bytes let a test hand out text
+    that is not valid UTF-8, as a driver can."""
+    raw = value if isinstance(value, bytes) else value.encode()
+    if b"\0" in raw:
+        raise ValueError(f"{what}: NVML strings end at NUL, so a value cannot hold one")
+    return "".join(chr(b) if 0x20 <= b < 0x7F and b != 0x5C else f"\\x{b:02x}" for b in raw)
+
+
 def render_config(config: dict[str, Any]) -> str:
     """The config dict as the text fake_nvml.c parses. Unknown keys are an error, not silently dropped."""
     unknown = set(config) - {"driver_version", "cuda_driver_version", "errors", "gpus"}
@@ -138,7 +148,7 @@ def render_config(config: dict[str, Any]) -> str:
         raise ValueError(f"unknown fake NVML config keys: {sorted(unknown)}")
     lines = ["# fake NVML config, written by tests/fakenvml"]
     if "driver_version" in config:
-        lines.append(f"driver_version {config['driver_version']}")
+        lines.append(f"driver_version {_escape(config['driver_version'], 'driver_version')}")
     if "cuda_driver_version" in config:
         lines.append(f"cuda_driver_version {int(config['cuda_driver_version'])}")
     lines += _error_lines(config.get("errors", {}))
@@ -147,11 +157,7 @@ def render_config(config: dict[str, Any]) -> str:
         if unknown:
             raise ValueError(f"unknown keys for fake GPU {i}: {sorted(unknown)}")
         lines.append("gpu")
-        for key in _TEXT_KEYS:
-            if key in gpu:
-                if "\n" in gpu[key]:
-                    raise ValueError(f"GPU {i} {key} must be one line")
-                lines.append(f"{key} {gpu[key]}")
+        lines += [f"{key} {_escape(gpu[key], f'GPU {i} {key}')}" for key in _TEXT_KEYS if key in gpu]
         lines += [f"{key} {int(gpu[key])}" for key in _INT_KEYS if key in gpu]
         if gpu.get("lost"):
             lines.append("lost 1")

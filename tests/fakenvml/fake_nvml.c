@@ -14,7 +14,7 @@
  *     cuda_driver_version 12040
  *     error <function> <gpu index | *> <CODE>      # error injection, CODE a name or a number
  *     gpu                                          # starts the next GPU; the keys below apply to it
- *     name / uuid / pci_bus_id <text>
+ *     name / uuid / pci_bus_id <text>              # here and in driver_version: any byte as \xHH, \\ a backslash
  *     pci_device_id <hex or decimal>
  *     memory_total / memory_used / memory_reserved <bytes>
  *     utilization_gpu / utilization_memory / temperature <int>
@@ -30,6 +30,7 @@
  * (no memory info v2, process lists as _v2). Never both: tools guess the driver age from which symbols
  * exist, and a mixed set misleads them.
  */
+#include <ctype.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -166,6 +167,26 @@ static void copy_text(char *dst, size_t size, const char *src) {
     snprintf(dst, size, "%s", src);
 }
 
+/* Text values carry any byte as \xHH (and a backslash as \\), decoded here in place: a test can then hand
+ * out a name or version that is not valid UTF-8, as a driver with a corrupt VBIOS string would. */
+static char *unescape(char *s) {
+    char *out = s;
+    for (const char *in = s; *in;) {
+        if (in[0] == '\\' && in[1] == '\\') {
+            *out++ = '\\';
+            in += 2;
+        } else if (in[0] == '\\' && in[1] == 'x' && isxdigit((unsigned char)in[2]) && isxdigit((unsigned char)in[3])) {
+            char hex[3] = {in[2], in[3], 0};
+            *out++ = (char)strtoul(hex, NULL, 16);
+            in += 4;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = 0;
+    return s;
+}
+
 static void parse_line(char *line, fake_gpu **cur) {
     line[strcspn(line, "\r\n")] = 0;
     char *key = line + strspn(line, " \t");
@@ -184,7 +205,7 @@ static void parse_line(char *line, fake_gpu **cur) {
         snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:%02X:00.0", g->index + 1);
         copy_text(g->name, sizeof g->name, "Fake GPU");
     } else if (strcmp(key, "driver_version") == 0) {
-        copy_text(driver_version, sizeof driver_version, val);
+        copy_text(driver_version, sizeof driver_version, unescape(val));
     } else if (strcmp(key, "cuda_driver_version") == 0) {
         cuda_driver_version = atoi(val);
     } else if (strcmp(key, "error") == 0) {
@@ -198,11 +219,11 @@ static void parse_line(char *line, fake_gpu **cur) {
     } else if (!g) {
         fprintf(stderr, "fake_nvml: '%s' before any 'gpu' line, ignored\n", key);
     } else if (strcmp(key, "name") == 0) {
-        copy_text(g->name, sizeof g->name, val);
+        copy_text(g->name, sizeof g->name, unescape(val));
     } else if (strcmp(key, "uuid") == 0) {
-        copy_text(g->uuid, sizeof g->uuid, val);
+        copy_text(g->uuid, sizeof g->uuid, unescape(val));
     } else if (strcmp(key, "pci_bus_id") == 0) {
-        copy_text(g->pci_bus_id, sizeof g->pci_bus_id, val);
+        copy_text(g->pci_bus_id, sizeof g->pci_bus_id, unescape(val));
     } else if (strcmp(key, "pci_device_id") == 0) {
         g->pci_device_id = (unsigned int)strtoul(val, NULL, 0);
     } else if (strcmp(key, "memory_total") == 0) {
