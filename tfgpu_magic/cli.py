@@ -4,9 +4,13 @@ show, for a terminal or a script."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+
+# 128 + SIGPIPE: the status a shell reports for any tool whose reader went away (`yes | head`).
+EXIT_BROKEN_PIPE = 141
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,7 +19,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="status: GPUs and settings, without importing TensorFlow; "
                              "devices: also TensorFlow's physical devices (imports it, never starts its runtime)")
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON (shape: see README)")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a bad command line (2): argparse has written its text
+        return _write("", int(done.code or 0))
 
     from . import state as state_module
     from .runtime import TFState, probe
@@ -27,13 +34,48 @@ def main(argv: list[str] | None = None) -> int:
 
     snap = state_module.take(list_devices=args.command == "devices")
     if args.json:
-        json.dump(snap.to_dict(), sys.stdout, indent=2)
-        print()
+        text = json.dumps(snap.to_dict(), indent=2)
     elif args.command == "devices":
-        print(snap.devices_text())
+        text = snap.devices_text()
     else:
-        print(snap.to_text())
-    return 0
+        text = snap.to_text()
+    return _write(text + "\n")
+
+
+def _write(text: str, status: int = 0) -> int:
+    """Write ``text`` to stdout and flush it now, while a failure can still end as one line and an exit
+    status (at interpreter exit it would print "Exception ignored ..."). Returns ``status`` or the failure's."""
+    if sys.stdout is None:  # started with stdout closed (`tfgpu status >&-`)
+        return _cannot_write("standard output is closed")
+    try:
+        # A GPU or process name the terminal's encoding cannot show is escaped, not a crash.
+        with contextlib.suppress(AttributeError):
+            sys.stdout.reconfigure(errors="backslashreplace")
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): said nothing, as any tool in a pipe.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:  # a full disk (ENOSPC), a quota, an I/O error
+        _discard_stdout()
+        return _cannot_write(exc.strerror or str(exc))
+    return status
+
+
+def _discard_stdout() -> None:
+    # What stdout still buffers would be flushed again at interpreter exit, fail again, and print
+    # "Exception ignored ...": point the descriptor at /dev/null so that last flush succeeds.
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _cannot_write(why: str) -> int:
+    with contextlib.suppress(OSError):  # stderr on the same full disk: the exit status still tells
+        print(f"tfgpu: cannot write the output: {why}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":
