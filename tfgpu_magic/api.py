@@ -8,20 +8,24 @@ from .runtime import Outcome, TFState
 
 
 def _text(value) -> str:
+    """A keyword argument in the magic's form, so both faces share one parser and its messages."""
     if isinstance(value, bool):
         return "on" if value else "off"
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"a {value.bit_length()}-bit number"  # str() of a huge int raises past 4,300 digits
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
+        return ",".join(_text(v) for v in value)
     return str(value)
 
 
 def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None) -> tuple[Outcome, ...]:
-    target = ALL if gpu is None else parse_index(str(gpu))
+    target = ALL if gpu is None else parse_index(_text(gpu))
     suffix = "" if gpu is None else f" --gpu {gpu}"
     changes = []
     # Parse everything first: one bad value changes nothing.
     if visible is not None:
-        changes.append(Change("visible", parse_visible(_text(visible)), ALL, f"visible {_text(visible)}"))
+        text = "none" if isinstance(visible, (list, tuple)) and not visible else _text(visible)
+        changes.append(Change("visible", parse_visible(text), ALL, f"visible {text}"))
     if cpus is not None:
         text = _text(cpus)
         changes.append(Change("cpus", None if text == "off" else parse_count(text, what="CPU count"), ALL,
@@ -33,7 +37,7 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
         changes.append(Change("limit", None if text == "off" else parse_size(text, what="limit"), target,
                               f"limit {text}{suffix}"))
     if virtual is not None:
-        text = _text(virtual) if not isinstance(virtual, (list, tuple)) else ",".join(map(str, virtual))
+        text = _text(virtual)
         changes.append(Change("virtual", None if text == "off" else parse_virtual(text), target,
                               f"virtual {text}{suffix}"))
     if not changes:

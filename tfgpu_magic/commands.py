@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 
 from IPython.core.error import UsageError
@@ -26,6 +27,7 @@ from .plan import (
     parse_size,
     parse_virtual,
     parse_visible,
+    shown,
 )
 from .runtime import Outcome, TFState, probe
 
@@ -35,7 +37,21 @@ class _Parser(MagicArgumentParser):
 
     def error(self, message):
         usage = " ".join(self.format_usage().split()).replace("usage: ", "")
+        # argparse quotes the user's words whole; a 100 KB word is shortened like every other bad value.
+        message = _LONG_WORD.sub(lambda m: shown(m.group(0)), message)
         raise UsageError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
+
+
+_LONG_WORD = re.compile(r"\S{60,}")
+
+
+class _Once(argparse.Action):
+    """An option that may be given once: `--gpu 0 --gpu 1` is a mistake, not "the last one wins"."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}); give it once")
+        setattr(namespace, self.dest, values)
 
 
 def _parser(name: str, value: str | None = None, value_help: str = "", gpu: bool = False) -> _Parser:
@@ -43,7 +59,7 @@ def _parser(name: str, value: str | None = None, value_help: str = "", gpu: bool
     if value:
         parser.add_argument(value, help=value_help)
     if gpu:
-        parser.add_argument("--gpu", default=None, help="physical GPU index; default: every visible GPU")
+        parser.add_argument("--gpu", default=None, action=_Once, help="physical GPU index; default: every visible GPU")
     return parser
 
 
@@ -54,7 +70,8 @@ _PARSERS = {
     "virtual": _parser("virtual", "spec", gpu=True),
     "cpus": _parser("cpus", "count"),
 }
-_PARSERS["visible"].add_argument("--min-free", default=None, help="with auto: only GPUs with this much free")
+_PARSERS["visible"].add_argument("--min-free", default=None, action=_Once,
+                                 help="with auto: only GPUs with this much free")
 for _name in ("status", "reset", "help", "strategy"):
     _PARSERS[_name] = _parser(_name)
 _PARSERS["devices"] = _parser("devices")
@@ -76,9 +93,9 @@ def dispatch(m, line: str, cell: str | None):
     words = line.split()
     name, argv = (words[0].lower(), words[1:]) if words else ("status", [])
     if cell is not None and name != "device":
-        raise UsageError(f"tfgpu: {name!r} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
+        raise UsageError(f"tfgpu: {shown(name)} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
     if name not in SUBCOMMANDS:
-        raise UsageError(f"tfgpu: unknown subcommand {name!r}; valid: {', '.join(SUBCOMMANDS)} "
+        raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(SUBCOMMANDS)} "
                          "(`%tfgpu help` explains each)")
     handler = globals()[f"cmd_{name}"]
     try:
@@ -108,7 +125,7 @@ def cmd_visible(m, args, line):
     spec = parse_visible(args.spec)
     if args.min_free is not None:
         if spec.auto is None:
-            raise PlanError(f"--min-free {args.min_free} only goes with auto or auto:N, not {args.spec!r}")
+            raise PlanError(f"--min-free only goes with auto or auto:N, not {shown(args.spec)}")
         spec = VisibleSpec(auto=spec.auto, min_free_mib=parse_size(args.min_free, allow_percent=False,
                                                                    what="--min-free size"))
     _configure(m, "visible", spec, f"%tfgpu {line.strip()}")
@@ -177,7 +194,10 @@ def cmd_memory(m, args, line):
 
 def cmd_export(m, args, line):
     plan = m.controller.plan
-    totals = m.controller.nvml().memory_totals_mib() if plan.limits or plan.virtual else {}
+    # Every GPU NVML lists, with None for an unknown total, so a percentage on a lost GPU is refused
+    # instead of exported as "no limit".
+    gpus = m.controller.nvml().gpus if plan.limits or plan.virtual else ()
+    totals = {g.index: g.memory_total_mib if isinstance(g.memory_total_mib, int) else None for g in gpus}
     placement = bool(m.placement and m.placement.status().get("on"))
     render = render_tf1 if args.tf1 else render_tf2
     print(render(plan, totals, placement=placement), end="")
@@ -213,7 +233,7 @@ def cmd_device(m, argv, cell):
     if cell is None:
         raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
     if len(argv) != 1:
-        raise UsageError(f"tfgpu: device takes one device like /GPU:0 or /CPU:1, got {' '.join(argv)!r}")
+        raise UsageError(f"tfgpu: device takes one device like /GPU:0 or /CPU:1, got {shown(' '.join(argv))}")
     if m.placement is None:
         raise UsageError("tfgpu: placement capture is not available in this installation")
     return m.placement.run_cell_on_device(argv[0], cell)

@@ -9,11 +9,20 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from decimal import Decimal, localcontext
 
 ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
 
 SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%"
+ABSOLUTE_SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB or 2GiB"
 VISIBLE_FORMS = "0, 1,3, all, none, auto or auto:N"
+
+# Bounds that keep every number a plain int that TensorFlow, CUDA and the exported code can hold. No GPU
+# comes near 16 TiB; TensorFlow parses device and GPU indices as 32-bit ints.
+MAX_SIZE_MIB = 1 << 24
+MAX_INDEX = (1 << 31) - 1
+MAX_VIRTUAL = 64
+_SHOWN_CHARS = 40
 
 
 class PlanError(ValueError):
@@ -21,7 +30,32 @@ class PlanError(ValueError):
     valid choices and the fix."""
 
     def __init__(self, message: str):
+        message = " ".join(message.splitlines())  # one line, whatever a value held
         super().__init__(message if message.startswith("tfgpu:") else f"tfgpu: {message}")
+
+
+def shown(text: object) -> str:
+    """A value as an error message quotes it: ``repr``, shortened when long (a 100 KB argument is not
+    echoed back whole)."""
+    text = str(text)
+    if len(text) <= _SHOWN_CHARS:
+        return repr(text)
+    return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
+
+
+def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | None:
+    """``text`` as an int in [low, high], or None. Never converts an overlong digit string (Python refuses
+    those past 4,300 digits, and no valid value has more digits than ``high``)."""
+    t = text.strip()
+    negative = t.startswith("-")
+    digits = t[1:] if negative else t
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(max(abs(low), abs(high)))):
+        return None
+    value = -int(significant) if negative else int(significant)
+    return value if low <= value <= high else None
 
 
 @dataclass(frozen=True)
@@ -43,25 +77,42 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*|%)\s*$")
 
 def parse_size(text: str, *, allow_percent: bool = True, what: str = "size") -> int | Percent:
     """``1024`` (MiB), ``512MiB``, ``1.5GB``, ``2GiB``, ``40%`` -> MiB (int) or Percent."""
+    forms = SIZE_FORMS if allow_percent else ABSOLUTE_SIZE_FORMS
     m = _SIZE_RE.match(text or "")
     if not m:
-        raise PlanError(f"bad {what} {text!r}: expected {SIZE_FORMS}")
-    number, unit = float(m.group(1)), m.group(2).lower()
+        raise PlanError(f"bad {what} {shown(text)}: expected {forms}")
+    # Decimal holds any number of digits exactly (no float overflow, no int-conversion limit), given the
+    # precision for them: its default 28 digits would round 0.999... MiB up to 1.
+    with localcontext() as context:
+        context.prec = len(m.group(1)) + 12
+        return _size_in_mib(Decimal(m.group(1)), m.group(2), text, what, allow_percent, forms)
+
+
+def _size_in_mib(number: Decimal, unit_text: str, text: str, what: str, allow_percent: bool,
+                 forms: str) -> int | Percent:
+    unit = unit_text.lower()
     if unit == "%":
         if not allow_percent:
-            raise PlanError(f"bad {what} {text!r}: a percentage is not allowed here; give {SIZE_FORMS[:-7]}")
+            raise PlanError(f"bad {what} {shown(text)}: a percentage is not allowed here; give {forms}")
         if not 0 < number <= 100:
-            raise PlanError(f"bad {what} {text!r}: a percentage must be above 0 and at most 100")
-        return Percent(number)
+            raise PlanError(f"bad {what} {shown(text)}: a percentage must be above 0 and at most 100")
+        return Percent(float(number))
     if unit not in _UNITS_MIB:
-        raise PlanError(f"bad {what} {text!r}: unknown unit {m.group(2)!r}; use MiB, MB, GiB or GB (or %)")
-    mib = math.floor(number * _UNITS_MIB[unit])
+        raise PlanError(f"bad {what} {shown(text)}: unknown unit {shown(unit_text)}; use MiB, MB, GiB or GB"
+                        + (" (or %)" if allow_percent else ""))
+    exact = number * _UNITS_MIB[unit]
+    if exact > MAX_SIZE_MIB:
+        raise PlanError(f"bad {what} {shown(text)}: more than any GPU has (the most tfgpu takes is "
+                        f"{format_mib(MAX_SIZE_MIB)}); give {forms}")
+    mib = math.floor(exact)
     if mib < 1:
-        raise PlanError(f"bad {what} {text!r}: it must be at least 1 MiB")
+        raise PlanError(f"bad {what} {shown(text)}: it must be at least 1 MiB")
     return mib
 
 
 def format_mib(mib: int) -> str:
+    if mib >= 1 << 20 and mib % (1 << 20) == 0:
+        return f"{mib >> 20}TiB"
     if mib >= 1024 and mib % 1024 == 0:
         return f"{mib // 1024}GiB"
     return f"{mib}MiB"
@@ -90,9 +141,11 @@ class VisibleSpec:
 
 
 def parse_index(text: str, *, what: str = "GPU index") -> int:
-    if not re.fullmatch(r"\d+", text.strip()):
-        raise PlanError(f"bad {what} {text!r}: expected a physical GPU index like 0 or 2 (as nvidia-smi numbers them)")
-    return int(text)
+    index = whole_number(text)
+    if index is None:
+        raise PlanError(f"bad {what} {shown(text)}: expected a physical GPU index like 0 or 2 "
+                        "(as nvidia-smi numbers them)")
+    return index
 
 
 def parse_visible(text: str) -> VisibleSpec:
@@ -102,16 +155,16 @@ def parse_visible(text: str) -> VisibleSpec:
     if t == "none":
         return VisibleSpec()
     if t == "auto" or t.startswith("auto:"):
-        n = t.partition(":")[2] or "1"
-        if not re.fullmatch(r"\d+", n) or int(n) < 1:
-            raise PlanError(f"bad GPU count in {text!r}: auto:N needs N of 1 or more, like auto:2")
-        return VisibleSpec(auto=int(n))
-    parts = [p.strip() for p in t.split(",")]
-    if not t or any(not re.fullmatch(r"\d+", p) for p in parts):
-        raise PlanError(f"bad GPU list {text!r}: expected {VISIBLE_FORMS}")
-    indices = tuple(int(p) for p in parts)
+        n = whole_number(t.partition(":")[2] or "1", low=1)
+        if n is None:
+            raise PlanError(f"bad GPU count in {shown(text)}: auto:N needs N of 1 or more, like auto:2")
+        return VisibleSpec(auto=n)
+    parts = [whole_number(p) for p in t.split(",")]
+    if not t or None in parts:
+        raise PlanError(f"bad GPU list {shown(text)}: expected {VISIBLE_FORMS}")
+    indices = tuple(parts)
     if len(set(indices)) != len(indices):
-        raise PlanError(f"bad GPU list {text!r}: a GPU is listed twice; list each physical index once")
+        raise PlanError(f"bad GPU list {shown(text)}: a GPU is listed twice; list each physical index once")
     return VisibleSpec(indices=indices)
 
 
@@ -121,7 +174,7 @@ def parse_on_off(text: str, *, what: str) -> bool:
         return True
     if t in ("off", "false", "0", "no"):
         return False
-    raise PlanError(f"bad value {text!r} for {what}: expected on or off")
+    raise PlanError(f"bad value {shown(text)} for {what}: expected on or off")
 
 
 def parse_virtual(text: str) -> tuple[int | Percent, ...]:
@@ -129,23 +182,33 @@ def parse_virtual(text: str) -> tuple[int | Percent, ...]:
     t = (text or "").strip()
     m = re.fullmatch(r"(\d+)\s*[xX*]\s*(.+)", t)
     if m:
-        count = int(m.group(1))
-        if not 1 <= count <= 64:
-            raise PlanError(f"bad virtual GPU count {m.group(1)!r} in {text!r}: use 1 to 64, like 2x2GB")
-        return (parse_size(m.group(2), what="virtual GPU size"),) * count
-    if not t:
+        count = whole_number(m.group(1), low=1, high=MAX_VIRTUAL)
+        if count is None:
+            raise PlanError(f"bad virtual GPU count {shown(m.group(1))} in {shown(text)}: use 1 to {MAX_VIRTUAL}, "
+                            "like 2x2GB")
+        sizes = (parse_size(m.group(2), what="virtual GPU size"),) * count
+    elif not t:
         raise PlanError("virtual needs NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off")
-    try:
-        return tuple(parse_size(p, what="virtual GPU size") for p in t.split(","))
-    except PlanError as err:
-        raise PlanError(f"{str(err)[7:]}; virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off") from None
+    else:
+        parts = t.split(",")
+        if len(parts) > MAX_VIRTUAL:  # the same bound as NxSIZE, checked before parsing thousands of sizes
+            raise PlanError(f"bad virtual split {shown(text)}: {len(parts):,} virtual GPUs; use 1 to {MAX_VIRTUAL}")
+        try:
+            sizes = tuple(parse_size(p, what="virtual GPU size") for p in parts)
+        except PlanError as err:
+            raise PlanError(f"{str(err)[7:]}; virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off") from None
+    if not has_percent(sizes) and sum(sizes) > MAX_SIZE_MIB:
+        raise PlanError(f"bad virtual split {shown(text)}: {format_mib(sum(sizes))} in all is more than any GPU has")
+    if has_percent(sizes) and sum(s.value for s in sizes if isinstance(s, Percent)) > 100:
+        raise PlanError(f"bad virtual split {shown(text)}: the percentages add up to more than 100%")
+    return sizes
 
 
 def parse_count(text: str, *, what: str, maximum: int = 256) -> int:
-    t = (text or "").strip()
-    if not re.fullmatch(r"-?\d+", t) or not 1 <= int(t) <= maximum:
-        raise PlanError(f"bad {what} {text!r}: expected a whole number from 1 to {maximum}")
-    return int(t)
+    count = whole_number(text or "", low=1, high=maximum)
+    if count is None:
+        raise PlanError(f"bad {what} {shown(text)}: expected a whole number from 1 to {maximum}")
+    return count
 
 
 def _gpu_key(gpu: int | str) -> str:
@@ -178,6 +241,13 @@ class Plan:
     def with_visible(self, spec: VisibleSpec | None) -> Plan:
         if spec is not None and spec.auto is not None:
             raise PlanError("internal: resolve auto to GPU indices before planning")  # a bug, not a user error
+        if spec is not None and not spec.every:
+            hidden = [(what, g) for what, items in (("limit", self.limits), ("virtual", self.virtual))
+                      for g, _ in items if g != ALL and g not in spec.indices]
+            if hidden:
+                what, gpu = hidden[0]
+                raise PlanError(f"visible {spec} would hide GPU {gpu}, which has a {what} setting; run "
+                                f"`%tfgpu {what} off --gpu {gpu}` first, or keep GPU {gpu} visible")
         return replace(self, visible=spec)
 
     def with_growth(self, on: bool | None) -> Plan:
@@ -195,6 +265,7 @@ class Plan:
         if size is None:
             limits.pop(gpu, None)
         else:
+            self._check_visible("limit", gpu)
             self._check_no_growth("limit", gpu)
             self._check_disjoint(gpu, self.virtual_map, "limit", "a virtual split",
                                  "a limit is a virtual split into one device: use one or the other")
@@ -206,6 +277,7 @@ class Plan:
         if sizes is None:
             virtual.pop(gpu, None)
         else:
+            self._check_visible("virtual", gpu)
             self._check_no_growth("virtual", gpu)
             self._check_disjoint(gpu, self.limit_map, "virtual", "a limit",
                                  "run `%tfgpu limit off` first, or give virtual 1xSIZE")
@@ -214,6 +286,11 @@ class Plan:
 
     def with_cpus(self, count: int | None) -> Plan:
         return replace(self, cpus=count)
+
+    def _check_visible(self, what: str, gpu: int | str) -> None:
+        if gpu != ALL and self.visible is not None and not self.visible.every and gpu not in self.visible.indices:
+            raise PlanError(f"{what} on GPU {gpu}: `visible {self.visible}` hides that GPU from TensorFlow, so the "
+                            f"setting could never apply; give --gpu with a visible GPU, or change `visible` first")
 
     def _check_no_growth(self, what: str, gpu: int | str) -> None:
         if self.growth:
