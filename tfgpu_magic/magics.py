@@ -11,7 +11,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
-from traitlets import Bool, Int, observe
+from traitlets import Any, observe, validate
 
 USAGE = """\
 %tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
@@ -43,15 +43,22 @@ class TfgpuMagics(Magics):
     """The ``%tfgpu`` magic. Options a user sets once per machine are traitlets: set them with
     ``%config TfgpuMagics.default_growth = True`` or in ``ipython_config.py``."""
 
-    default_growth = Bool(False, help="Turn memory growth on when the extension loads.").tag(config=True)
-    default_cpus = Int(0, help="Split the CPU into this many logical devices when the extension loads "
-                              "(0: leave TensorFlow's default).").tag(config=True)
-    quiet = Bool(False, help="Do not print a line after each configuring magic.").tag(config=True)
+    # Any, not Bool/Int: a config file or %config may hold any value, and a wrong type must get the
+    # magic's one-line message, not a TraitError that stops %load_ext. _check_option validates.
+    default_growth = Any(False, help="Turn memory growth on when the extension loads (True/False, on/off)."
+                         ).tag(config=True)
+    default_cpus = Any(0, help="Split the CPU into this many logical devices when the extension loads "
+                              "(1 to 256; 0: leave TensorFlow's default).").tag(config=True)
+    quiet = Any(False, help="Do not print a line after each configuring magic (True/False).").tag(config=True)
 
     def __init__(self, shell=None, controller=None, **kwargs):
-        super().__init__(shell=shell, **kwargs)
+        # Set before Magics.__init__, which loads the config and so runs the validators and observers.
         self._controller = controller
+        self._ready = False
+        self._good_options: dict[str, object] = {}
         self.placement = None  # the placement face, attached by load_extension when available
+        super().__init__(shell=shell, **kwargs)
+        self._ready = True
 
     @property
     def controller(self):
@@ -66,6 +73,20 @@ class TfgpuMagics(Magics):
         self._controller = value
 
     # -- traitlets ---------------------------------------------------------------------------------
+    @validate("default_growth", "default_cpus", "quiet")
+    def _check_option(self, proposal):
+        """The magic's own parsing for every option, from %config or a config file alike. A bad value
+        is reported in one line and the option keeps its value: the load goes on."""
+        name, value = proposal["trait"].name, proposal["value"]
+        try:
+            good = self._good_options[name] = _option_value(name, value)
+            return good
+        except ValueError as err:
+            # Validators run after traitlets stored the new value: the last good one is kept apart.
+            current = self._good_options.get(name, proposal["trait"].default_value)
+            print(f"{err}; TfgpuMagics.{name} stays {current!r}", file=sys.stderr)
+            return current
+
     def apply_defaults(self) -> None:
         if not (self.default_growth or self.default_cpus):
             return  # the usual case: keep %load_ext from importing the core
@@ -78,7 +99,7 @@ class TfgpuMagics(Magics):
 
     @observe("default_growth", "default_cpus")
     def _defaults_changed(self, change):
-        if self.shell is not None:
+        if self._ready and self.shell is not None:
             try:
                 self.apply_defaults()
             except UsageError as err:
@@ -98,6 +119,41 @@ class TfgpuMagics(Magics):
         return dispatch(self, line, cell)
 
 TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "") + "\n" + USAGE
+
+_ON = ("on", "true", "yes", "1")
+_OFF = ("off", "false", "no", "0", "")
+
+
+def _option_value(name: str, value):
+    """An option's value as the magic would read it: a bool for the switches, 0..256 for default_cpus.
+    Raises ValueError with a one-line ``tfgpu:`` message. The bound is the one ``%tfgpu cpus`` uses
+    (plan.parse_count), imported only when a CPU count is actually set, so %load_ext stays cheap."""
+    if name != "default_cpus":
+        text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
+        if text in _ON:
+            return True
+        if text in _OFF:
+            return False
+        raise ValueError(f"tfgpu: bad TfgpuMagics.{name} {_short(value)}: expected True or False")
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in _OFF) or (
+            type(value) is int and value == 0):
+        return 0
+    expected = "expected a whole number from 1 to 256 (0 leaves TensorFlow's default)"
+    if not isinstance(value, (int, str)) or isinstance(value, bool):
+        raise ValueError(f"tfgpu: bad TfgpuMagics.default_cpus {_short(value)}: {expected}")
+    from .plan import PlanError, parse_count
+
+    text = value if isinstance(value, str) else str(value) if value.bit_length() < 64 else "a 20+ digit number"
+    try:
+        return parse_count(text, what="TfgpuMagics.default_cpus")
+    except PlanError as err:
+        raise ValueError(f"{err} (0 leaves TensorFlow's default)") from None
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
 
 _loaded: dict[int, TfgpuMagics] = {}
 
@@ -123,25 +179,30 @@ def unload_extension(shell) -> None:
     magics = _loaded.pop(id(shell), None)
     if magics is None:
         return
+    capturing = magics.placement is not None and magics.placement.mode == "on"
     if magics.placement is not None:
         magics.placement.unregister()
-    if magics._controller is not None:
-        _drop_pending(magics.controller)
+    dropped = _drop_pending(magics.controller) if magics._controller is not None else []
+    if dropped or capturing:
+        said = [f"dropped settings that had not taken effect: {', '.join(dropped)}"] if dropped else []
+        said += ["placement capture is off (`%tfgpu placement on` after loading again)"] if capturing else []
+        print(f"tfgpu: unloaded; {'; '.join(said)}")
     for kind in ("line", "cell"):
         shell.magics_manager.magics[kind].pop("tfgpu", None)
     if magics in shell.configurables:
         shell.configurables.remove(magics)
 
 
-def _drop_pending(controller) -> None:
-    """Without the extension nothing would report on settings waiting for import: drop them, say so,
-    and remove the import hook."""
+def _drop_pending(controller) -> list[str]:
+    """Without the extension nothing would report on settings waiting for import: drop them and remove
+    the import hook. Returns what was dropped, for the caller to say."""
     from .runtime import TFState
 
+    dropped = []
     if controller.probe().state < TFState.IMPORTED and not controller.plan.is_empty():
         dropped = controller.reset()
-        print(f"tfgpu: unloaded; dropped settings that had not taken effect: {', '.join(dropped)}")
     controller.unhook()
+    return dropped
 
 
 __all__ = ["TfgpuMagics", "load_extension", "unload_extension"]
