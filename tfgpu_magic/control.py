@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
+import threading
+import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
-from . import TfgpuWarning
 from . import nvml as nvml_module
+from . import warn
 from .numbering import cuda_order
-from .plan import ALL, Plan, PlanError, VisibleSpec, format_mib, has_percent
+from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib, has_percent
 from .runtime import (
     Adapter,
     Outcome,
@@ -29,6 +30,7 @@ from .runtime import (
 )
 
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+IMPORT_WAIT_S = 300.0  # how long a change waits for another thread's `import tensorflow` to finish
 
 
 class RefusedError(PlanError):
@@ -61,6 +63,8 @@ class Controller:
         self.outcomes: dict[str, Outcome] = {}
         self._saved_env: dict[str, str | None] = {}
         self._hooked = False
+        # One plan, changed from the magics, the API, a panel or the import hook, maybe in different threads.
+        self._lock = threading.RLock()
 
     # -- inputs ----------------------------------------------------------------------------------
     def nvml(self) -> nvml_module.NvmlSnapshot:
@@ -74,33 +78,55 @@ class Controller:
     def change(self, change: Change) -> Outcome:
         """Validate and apply one change. Raises PlanError (bad input) or RefusedError (too late);
         in both cases nothing changed."""
+        self._wait_for_import()
+        with self._lock:
+            return self._change(change)
+
+    def _change(self, change: Change) -> Outcome:
         state = self.probe().state
         snap = self.nvml() if _needs_inventory(change) else None
         value = change.value
         if change.setting == "visible" and isinstance(value, VisibleSpec) and value.auto is not None:
             value = self._pick_auto(value, snap)
-        if snap is not None:
-            self._check_indices(change, value, snap)
+        self._check_environment(change, value)
+        unchecked = self._check_inventory(change, value, snap, self.plan) if snap is not None else ""
         new_plan = self._planned(change.setting, value, change.gpu)
+        note = "; ".join(n for n in (unchecked, self._environment_note(change.setting, value)) if n)
         env = self._visible_env(new_plan.visible) if change.setting == "visible" else {}
         if state < TFState.IMPORTED:
             self._commit(new_plan, env)
-            outcome = Outcome(change.setting, Status.PENDING, "applied when TensorFlow is imported")
+            outcome = Outcome(change.setting, Status.PENDING, _joined("applied when TensorFlow is imported", note))
             self.outcomes[change.setting] = outcome
             return outcome
         if env and state >= TFState.ENUMERATED:
             env = {}  # CUDA has read its variables already; tf.config.set_visible_devices does the work
         tf = self._tensorflow()
-        if env:
-            old_env = self._apply_env(env)
+        env_changes = {k: v for k, v in env.items() if self.environ.get(k) != v}
+        old_env = self._apply_env(env_changes)
         outcome = self.adapter(tf, state, snap).apply(change.setting, new_plan)
         if outcome.status in (Status.REFUSED, Status.FAILED, Status.NO_DEVICE):
-            if env:
-                self.restore_env(old_env)
+            self.restore_env(old_env)
             raise self._error(change, outcome)
+        if env:  # before enumeration the variables are the whole setting: say which, or that nothing moved
+            value_text = env["CUDA_VISIBLE_DEVICES"] if env["CUDA_VISIBLE_DEVICES"] is not None else "(unset: all)"
+            outcome = replace(outcome, status=Status.APPLIED if env_changes else Status.UNCHANGED,
+                              detail=f"CUDA_VISIBLE_DEVICES={value_text}; CUDA reads it when TensorFlow first "
+                                     "lists its devices")
+        if note:
+            outcome = replace(outcome, detail=_joined(outcome.detail, note))
         self._commit(new_plan, {})
         self.outcomes[change.setting] = outcome
         return outcome
+
+    def _wait_for_import(self) -> None:
+        """Another thread is running `import tensorflow`: the module is half made, so wait for it
+        (its import hook then applies whatever was pending) instead of touching it."""
+        deadline = time.monotonic() + IMPORT_WAIT_S
+        while self.probe().state is TFState.IMPORTING and not _importing_here():
+            if time.monotonic() > deadline:
+                raise PlanError(f"TensorFlow's import in another thread has not finished after {IMPORT_WAIT_S:.0f} s; "
+                                "try again once `import tensorflow` has returned")
+            time.sleep(0.01)
 
     def _planned(self, setting: str, value, gpu) -> Plan:
         plan = self.plan
@@ -133,13 +159,19 @@ class Controller:
         names = [f"{g.index} ({g.name})" for g in snap.gpus]
         return ", ".join(names) if names else "none"
 
-    def _check_indices(self, change: Change, value, snap: nvml_module.NvmlSnapshot) -> None:
-        if not snap.available:
+    def _check_inventory(self, change: Change, value, snap: nvml_module.NvmlSnapshot, plan: Plan) -> str:
+        """Refuse GPU indices that do not exist and sizes larger than the GPU they apply to. Where NVML
+        cannot list the GPUs the indices are taken as given; the returned note says so."""
+        if not snap.available or snap.error is not None:
             if has_percent(value):
                 raise PlanError(
                     f"`{change.command}` needs the GPU's total memory to turn a percentage into MiB, and NVML cannot "
                     f"tell it ({_why(snap.error)}); give an absolute size such as 4GB")
-            return
+            named = list(value.indices) if isinstance(value, VisibleSpec) else []
+            named += [change.gpu] if change.gpu != ALL else []
+            if not named:
+                return ""
+            return f"GPU {', '.join(map(str, named))} not checked: {_why(snap.error)}"
         known = {g.index for g in snap.gpus}
         wanted = list(value.indices) if isinstance(value, VisibleSpec) else []
         if change.gpu != ALL:
@@ -148,16 +180,58 @@ class Controller:
             if index not in known:
                 raise PlanError(f"GPU {index} does not exist: this machine's GPUs are {self._gpu_list(snap)} "
                                 "(physical indices, as nvidia-smi numbers them)")
-        if has_percent(value):
-            targets = [change.gpu] if change.gpu != ALL else sorted(known)
-            for index in targets:
-                total = snap.gpu(index).memory_total_mib if snap.gpu(index) else None
-                if not isinstance(total, int):
+        if change.setting not in ("limit", "virtual") or value is None:
+            return ""
+        sizes = value if isinstance(value, tuple) else (value,)
+        if change.gpu != ALL:
+            targets = [change.gpu]
+        elif plan.visible is not None and not plan.visible.every:
+            targets = list(plan.visible.indices)
+        else:
+            targets = sorted(known)
+        for index in targets:
+            gpu = snap.gpu(index)
+            total = gpu.memory_total_mib if gpu is not None else None
+            if not isinstance(total, int):
+                if has_percent(value):
                     raise PlanError(f"`{change.command}` needs GPU {index}'s total memory, which NVML does not report "
                                     f"({total}); give an absolute size such as 4GB")
+                continue
+            asked = sum(s for s in sizes if not isinstance(s, Percent))
+            share = sum(s.value for s in sizes if isinstance(s, Percent))
+            if asked + total * share / 100 > total:
+                which = "" if change.gpu != ALL else " (it applies to every visible GPU; give --gpu for the others)"
+                raise PlanError(f"`{change.command}` asks {format_mib(asked)} of GPU {index} ({gpu.name}), which has "
+                                f"{format_mib(total)} in all{which}; give at most {format_mib(total)}, or a percentage "
+                                "such as 90%")
+        return ""
+
+    # -- TensorFlow's own environment switches -----------------------------------------------------
+    def _check_environment(self, change: Change, value) -> None:
+        """TF_FORCE_GPU_ALLOW_GROWTH=true|false overrides tf.config's memory growth when TensorFlow builds
+        its GPU allocators (gpu_bfc_allocator.cc, GetAllowGrowthValue): a growth setting that says the
+        opposite could never take effect."""
+        forced = _forced_growth(self.environ)
+        if change.setting == "growth" and isinstance(forced, bool) and value is not None and value != forced:
+            word = "true" if forced else "false"
+            raise PlanError(
+                f"`{change.command}` would not take effect: TF_FORCE_GPU_ALLOW_GROWTH={word} in this kernel's "
+                f"environment makes TensorFlow {'grow' if forced else 'not grow'} GPU memory whatever tf.config says; "
+                "remove it first (`del os.environ['TF_FORCE_GPU_ALLOW_GROWTH']`, before TensorFlow's first "
+                "operation) or leave growth as the variable says")
+
+    def _environment_note(self, setting: str, value) -> str:
+        forced = _forced_growth(self.environ)
+        if setting in ("limit", "virtual") and value is not None and forced is True:
+            return ("TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow grows memory on demand up to this size instead of "
+                    "reserving it at start")
+        if setting == "growth" and forced == "ignored":
+            return (f"TF_FORCE_GPU_ALLOW_GROWTH={self.environ['TF_FORCE_GPU_ALLOW_GROWTH']} is ignored by "
+                    "TensorFlow (only true or false count)")
+        return ""
 
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None) -> VisibleSpec:
-        if snap is None or not snap.available:
+        if snap is None or not snap.available or snap.error is not None:
             why = _why(snap.error if snap else None)
             raise PlanError(f"visible {spec} needs NVML to see free memory, and it is unavailable ({why}); "
                             "name the GPUs instead, like `%tfgpu visible 0`")
@@ -176,9 +250,8 @@ class Controller:
     def _visible_env(self, spec: VisibleSpec) -> dict[str, str | None]:
         order = self.environ.get("CUDA_DEVICE_ORDER")
         if order not in (None, "PCI_BUS_ID") and "CUDA_DEVICE_ORDER" not in self._saved_env:
-            warnings.warn(f"tfgpu: CUDA_DEVICE_ORDER={order} numbers GPUs differently from nvidia-smi; "
-                          "setting it to PCI_BUS_ID so the indices you give are nvidia-smi's", TfgpuWarning,
-                          stacklevel=4)
+            warn(f"tfgpu: CUDA_DEVICE_ORDER={order} numbers GPUs differently from nvidia-smi; "
+                 "setting it to PCI_BUS_ID so the indices you give are nvidia-smi's")
         visible = None if spec.every else ",".join(map(str, spec.indices))
         return {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
@@ -210,21 +283,26 @@ class Controller:
 
     # -- at import ---------------------------------------------------------------------------------
     def _on_import(self, tf) -> None:
-        self._hooked = False
-        plan = self.plan
-        if plan.is_empty():
-            return
-        adapter = self.adapter(tf, self.probe().state)
-        for setting in asked_settings(plan):
-            outcome = adapter.apply(setting, plan)
-            self.outcomes[setting] = outcome
-            if outcome.status in (Status.FAILED, Status.NO_DEVICE, Status.REFUSED):
-                warnings.warn(f"tfgpu: {setting} did not take effect at TensorFlow import: {outcome.detail}",
-                              TfgpuWarning, stacklevel=2)
+        with self._lock:
+            self._hooked = False
+            plan = self.plan
+            if plan.is_empty():
+                return
+            adapter = self.adapter(tf, self.probe().state)
+            for setting in asked_settings(plan):
+                outcome = adapter.apply(setting, plan)
+                self.outcomes[setting] = outcome
+                if outcome.status in (Status.FAILED, Status.NO_DEVICE, Status.REFUSED):
+                    warn(f"tfgpu: {setting} did not take effect at TensorFlow import: {outcome.detail}")
 
     # -- reset -------------------------------------------------------------------------------------
     def reset(self) -> list[str]:
         """Drop the settings that have not taken effect; returns their names."""
+        self._wait_for_import()
+        with self._lock:
+            return self._reset()
+
+    def _reset(self) -> list[str]:
         state = self.probe().state
         if state < TFState.IMPORTED:
             dropped = [name for name, _ in self.plan.describe()]
@@ -236,6 +314,11 @@ class Controller:
             return dropped
         keep = {Status.APPLIED, Status.UNCHANGED}
         dropped = [s for s, o in self.outcomes.items() if o.status not in keep]
+        if state < TFState.ENUMERATED and "visible" in self.outcomes and self._saved_env:
+            # CUDA has not read CUDA_VISIBLE_DEVICES yet: the variable can still be put back.
+            dropped.append("visible")
+            self.restore_env(self._saved_env)
+            self._saved_env.clear()
         plan = self.plan
         for setting in dropped:
             name = _PLAN_FIELDS[setting]
@@ -253,13 +336,58 @@ class Controller:
     def settings(self) -> list[dict]:
         """One row per asked setting: what was asked and what happened to it."""
         rows = []
-        for name, asked in self.plan.describe():
-            key = name.split("[")[0]
-            outcome = self.outcomes.get(key)
-            rows.append({"setting": name, "asked": asked,
-                         "status": outcome.status.name.lower() if outcome else "pending",
-                         "detail": outcome.detail if outcome else ""})
+        with self._lock:
+            for name, asked in self.plan.describe():
+                key, _, gpu = name.partition("[")
+                outcome = self.outcomes.get(key)
+                gpu = gpu.rstrip("]")
+                detail = "" if outcome is None else outcome.detail_for(int(gpu)) if gpu.isdigit() else outcome.detail
+                rows.append({"setting": name, "asked": asked,
+                             "status": outcome.status.name.lower() if outcome else "pending", "detail": detail})
         return rows
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _forced_growth(environ) -> bool | str | None:
+    """What TF_FORCE_GPU_ALLOW_GROWTH makes of memory growth: True, False, "ignored" (TensorFlow logs an
+    error and keeps tf.config's value for anything but the exact words), or None when unset."""
+    value = environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
+    if value is None:
+        return None
+    return {"true": True, "false": False}.get(value, "ignored")
+
+
+def environment_notes(environ) -> list[str]:
+    """Sentences on the environment variables that change what the settings do, for every view."""
+    notes = []
+    forced = _forced_growth(environ)
+    if forced is True:
+        notes.append("TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow grows GPU memory on demand whatever `growth` says "
+                     "(with a limit: up to the limit)")
+    elif forced is False:
+        notes.append("TF_FORCE_GPU_ALLOW_GROWTH=false: TensorFlow reserves GPU memory at start whatever `growth` says")
+    elif forced == "ignored":
+        notes.append(f"TF_FORCE_GPU_ALLOW_GROWTH={environ['TF_FORCE_GPU_ALLOW_GROWTH']} is ignored by TensorFlow "
+                     "(only true or false count)")
+    if environ.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async":
+        notes.append("TF_GPU_ALLOCATOR=cuda_malloc_async: CUDA's allocator replaces TensorFlow's, so `growth` no "
+                     "longer applies and a limit becomes the pool size")
+    return notes
+
+
+def _importing_here() -> bool:
+    """True when this very thread is running `import tensorflow` (waiting for it would never end)."""
+    try:
+        import importlib._bootstrap as bootstrap
+
+        ref = bootstrap._module_locks.get("tensorflow")
+        lock = ref() if ref is not None else None
+        return lock is not None and getattr(lock, "owner", None) == threading.get_ident()
+    except Exception:  # private machinery: without it, assume another thread
+        return False
 
 
 def _why(error) -> str:

@@ -4,7 +4,7 @@ plan names (each per-GPU line is guarded), so a lesson's export also runs on a l
 
 from __future__ import annotations
 
-from .plan import ALL, Percent, Plan, resolve_size
+from .plan import ALL, Percent, Plan, PlanError, format_size, resolve_size
 
 
 def _env_lines(plan: Plan) -> list[str]:
@@ -22,12 +22,27 @@ def _env_lines(plan: Plan) -> list[str]:
 def _tf_index(plan: Plan, physical: int) -> int:
     """TensorFlow renumbers the visible GPUs from 0, in the order CUDA_VISIBLE_DEVICES lists them."""
     if plan.visible is not None and not plan.visible.every:
+        if physical not in plan.visible.indices:
+            raise PlanError(f"cannot export a setting for GPU {physical}: `visible {plan.visible}` hides it from "
+                            "TensorFlow; turn that setting off or make the GPU visible")
         return plan.visible.indices.index(physical)
     return physical
 
 
-def _gpu_limits(plan: Plan, totals_mib: dict[int, int]) -> tuple[list[int] | None, dict[int, list[int]]]:
-    """(MiB list for every GPU, or None) and {TF index: MiB list} for GPUs named one by one."""
+def _resolved(sizes, physical: int, total: int | None) -> list[int]:
+    mib = [resolve_size(s, total) for s in sizes]
+    if None in mib:
+        asked = ",".join(format_size(s) for s in sizes)
+        raise PlanError(f"cannot export {asked} for GPU {physical}: its total memory is unknown now (NVML does not "
+                        "report it), so the percentage has no size in MiB; give an absolute size such as 4GB, or "
+                        "export where NVML sees the GPU")
+    return mib
+
+
+def _gpu_limits(plan: Plan, totals_mib: dict[int, int | None]) -> tuple[list[int] | None, dict[int, list[int]]]:
+    """(MiB list for every GPU, or None) and {TF index: MiB list} for GPUs named one by one. ``totals_mib``
+    has every GPU NVML lists, None where its total is unknown. Raises PlanError for what has no faithful
+    code: a percentage without a total, a GPU that `visible` hides."""
     every = None
     per_gpu: dict[int, list[int]] = {}
     sizes_by_gpu = {g: (s,) for g, s in plan.limits} | dict(plan.virtual)
@@ -37,9 +52,9 @@ def _gpu_limits(plan: Plan, totals_mib: dict[int, int]) -> tuple[list[int] | Non
         elif gpu == ALL:  # a percentage differs per GPU model: one line per known GPU
             for physical, total in sorted(totals_mib.items()):
                 if plan.visible is None or plan.visible.every or physical in plan.visible.indices:
-                    per_gpu[_tf_index(plan, physical)] = [resolve_size(s, total) for s in sizes]
+                    per_gpu[_tf_index(plan, physical)] = _resolved(sizes, physical, total)
         else:
-            per_gpu[_tf_index(plan, gpu)] = [resolve_size(s, totals_mib.get(gpu)) for s in sizes]
+            per_gpu[_tf_index(plan, gpu)] = _resolved(sizes, gpu, totals_mib.get(gpu))
     return every, per_gpu
 
 

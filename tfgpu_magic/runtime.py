@@ -12,21 +12,22 @@ import enum
 import importlib.abc
 import importlib.util
 import sys
-import warnings
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import TfgpuWarning
+from . import warn
 from .plan import ALL, Plan, format_mib, resolve_size
 
 
 class TFState(enum.IntEnum):
     NOT_INSTALLED = 0
     NOT_IMPORTED = 1
-    IMPORTED = 2
-    ENUMERATED = 3  # physical devices listed: CUDA read CUDA_VISIBLE_DEVICES, tf.config setters still work
-    INITIALIZED = 4  # the runtime started (first op, list_logical_devices ...): most settings are frozen
+    IMPORTING = 2  # `import tensorflow` is running (in another thread): the module is half made, touch nothing
+    IMPORTED = 3
+    ENUMERATED = 4  # physical devices listed: CUDA read CUDA_VISIBLE_DEVICES, tf.config setters still work
+    INITIALIZED = 5  # the runtime started (first op, list_logical_devices ...): most settings are frozen
 
     @property
     def label(self) -> str:
@@ -60,6 +61,10 @@ def probe() -> Probe:
     if tf is None:
         installed = importlib.util.find_spec("tensorflow") is not None
         return Probe(TFState.NOT_IMPORTED if installed else TFState.NOT_INSTALLED)
+    # importlib puts the module in sys.modules before running it and flags its spec until it is done.
+    # Our own import hooks run at the end of that, with TensorFlow complete: they see it as imported.
+    if getattr(getattr(tf, "__spec__", None), "_initializing", False) and not getattr(_in_hooks, "on", False):
+        return Probe(TFState.IMPORTING)
     version = getattr(tf, "__version__", None)
     ctx_module = sys.modules.get("tensorflow.python.eager.context")
     ctx = None
@@ -77,6 +82,7 @@ def probe() -> Probe:
 # --- hooks run at the moment ``import tensorflow`` completes ---------------------------------------
 
 _import_hooks: list[Callable[[Any], None]] = []
+_in_hooks = threading.local()  # set in the importing thread while the hooks run
 
 
 class _HookedLoader(importlib.abc.Loader):
@@ -142,12 +148,15 @@ def _run_import_hooks(tf) -> None:
     _import_hooks.clear()
     if _watcher in sys.meta_path:
         sys.meta_path.remove(_watcher)
-    for hook in hooks:
-        try:
-            hook(tf)
-        except Exception as err:  # never break the user's `import tensorflow`
-            warnings.warn(f"tfgpu: a setting could not be applied at TensorFlow import: {err}", TfgpuWarning,
-                          stacklevel=2)
+    _in_hooks.on = True
+    try:
+        for hook in hooks:
+            try:
+                hook(tf)
+            except Exception as err:  # never break the user's `import tensorflow`
+                warn(f"tfgpu: a setting could not be applied at TensorFlow import: {err}")
+    finally:
+        _in_hooks.on = False
 
 
 # --- applying a plan ------------------------------------------------------------------------------
@@ -165,16 +174,21 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one setting. ``calls`` are the tf.config calls made, as text."""
+    """What happened to one setting. ``calls`` are the tf.config calls made, as text. ``per_gpu`` gives
+    a per-GPU setting's detail for each physical GPU it names (a view shows each row its own)."""
 
     setting: str
     status: Status
     detail: str = ""
     calls: tuple[str, ...] = ()
+    per_gpu: tuple[tuple[int, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"setting": self.setting, "status": self.status.name.lower(), "detail": self.detail,
                 "calls": list(self.calls)}
+
+    def detail_for(self, gpu: int | str) -> str:
+        return dict(self.per_gpu).get(gpu, self.detail)
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,8 @@ class _Step:
     status: Status
     detail: str = ""
     calls: list[_Call] = field(default_factory=list)
+    by_env: bool = False  # the environment did the work (CUDA_VISIBLE_DEVICES): applied with no call
+    per_gpu: tuple[tuple[int, str], ...] = ()
 
 
 def _name(device) -> str:
@@ -260,17 +276,18 @@ class Adapter:
         would change; else make them."""
         step = self.step(setting, plan)
         if step.status is Status.APPLIED and step.calls and self.state >= TFState.INITIALIZED:
-            return Outcome(setting, Status.REFUSED, step.detail, tuple(c.text for c in step.calls))
-        if step.status is Status.APPLIED and not step.calls:
+            return Outcome(setting, Status.REFUSED, step.detail, tuple(c.text for c in step.calls), step.per_gpu)
+        if step.status is Status.APPLIED and not step.calls and not step.by_env:
             step.status = Status.UNCHANGED
         made = []
         for call in step.calls if step.status is Status.APPLIED else ():
             try:
                 call.fn()
             except (RuntimeError, ValueError) as err:
-                return Outcome(setting, Status.FAILED, f"{call.text} raised: {err}", tuple(made))
+                return Outcome(setting, Status.FAILED, f"{call.text} raised: {err}", tuple(made), step.per_gpu)
             made.append(call.text)
-        return Outcome(setting, step.status, step.detail, tuple(made) or tuple(c.text for c in step.calls))
+        return Outcome(setting, step.status, step.detail, tuple(made) or tuple(c.text for c in step.calls),
+                       step.per_gpu)
 
     def _visible(self, plan: Plan) -> _Step:
         spec = plan.visible
@@ -278,7 +295,7 @@ class Adapter:
             return _Step(Status.APPLIED)
         if self.state < TFState.ENUMERATED:
             # CUDA_VISIBLE_DEVICES (set when the magic ran) decides: CUDA reads it at enumeration.
-            return _Step(Status.APPLIED, "through CUDA_VISIBLE_DEVICES")
+            return _Step(Status.APPLIED, "through CUDA_VISIBLE_DEVICES", by_env=True)
         gpus = self.physical_gpus()
         if spec.every:
             wanted = gpus
@@ -339,8 +356,12 @@ class Adapter:
         present = {p for p, _ in gpus}
         missing = sorted(g for g in asked if g != ALL and g not in present)
         if missing:
-            return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not visible to TensorFlow "
-                                           f"(visible: {', '.join(map(str, sorted(present))) or 'none'})")
+            seen = ", ".join(map(str, sorted(present))) or "none"
+            per_gpu = tuple((g, f"GPU {g} is not visible to TensorFlow (visible: {seen})" if g in missing else
+                             f"not applied: GPU {missing[0]} is not visible to TensorFlow")
+                            for g in sorted(g for g in asked if g != ALL))
+            return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not visible to TensorFlow (visible: {seen})",
+                         per_gpu=per_gpu)
         if not gpus:
             return _Step(Status.NO_GPU if asked else Status.APPLIED,
                          "TensorFlow sees no GPU; the setting applies where there is one" if asked else "")
@@ -350,9 +371,10 @@ class Adapter:
             return _Step(Status.FAILED, str(err))
         calls = [_logical_call(self.tf, device, want) for _, device, want in wants
                  if _current_limits(self.tf, device) != want]
-        detail = "; ".join(f"GPU {physical}: " + ("default" if want is None else ", ".join(map(format_mib, want)))
-                           for physical, _, want in wants)
-        return _Step(Status.APPLIED, detail, calls)
+        shown = [(physical, "default" if want is None else ", ".join(map(format_mib, want)))
+                 for physical, _, want in wants]
+        detail = "; ".join(f"GPU {physical}: {text}" for physical, text in shown)
+        return _Step(Status.APPLIED, detail, calls, per_gpu=tuple((p, f"GPU {p}: {t}") for p, t in shown))
 
 
 def asked_settings(plan: Plan) -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .control import Controller, default_controller
+from .control import Controller, default_controller, environment_notes
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, Unavailable, to_jsonable
 from .runtime import TFState, probe
@@ -23,6 +23,7 @@ SCHEMA_VERSION = 1
 _STATE_NOTES = {
     TFState.NOT_INSTALLED: "TensorFlow is not installed: pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
     TFState.NOT_IMPORTED: "not imported yet: settings wait and take effect at `import tensorflow`",
+    TFState.IMPORTING: "being imported (in another thread): settings asked now wait until the import has finished",
     TFState.IMPORTED: "imported, runtime not started: every setting can still change",
     TFState.ENUMERATED: "devices listed, runtime not started: CUDA_VISIBLE_DEVICES is read, tf.config settings "
                         "can still change",
@@ -65,6 +66,8 @@ class Snapshot:
     kernel_gpu_memory: tuple[dict, ...] = ()
     # How physical indices map to CUDA ordinals here, and a warning when they may not match.
     numbering: dict = field(default_factory=dict)
+    # Environment variables that change what the settings do (TF_FORCE_GPU_ALLOW_GROWTH ...), as sentences.
+    notes: tuple[str, ...] = ()
 
     # -- data --------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -96,6 +99,7 @@ class Snapshot:
             "gpus": gpus,
             "kernel_gpu_memory": list(self.kernel_gpu_memory),
             "numbering": dict(self.numbering),
+            "notes": list(self.notes),
             "placement": self.placement,
         }
 
@@ -105,10 +109,11 @@ class Snapshot:
         return f"TensorFlow{version}: {self.tf_state.label} ({_STATE_NOTES[self.tf_state]})"
 
     def settings_lines(self) -> list[str]:
+        notes = [f"Note: {n}" for n in self.notes]
         if not self.settings:
-            return ["Settings: none asked (`%tfgpu help` lists them)"]
+            return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
         rows = [(s["setting"], s["asked"], s["status"], s["detail"]) for s in self.settings]
-        return ["Settings:", *_table(("setting", "asked", "status", "detail"), rows)]
+        return ["Settings:", *_table(("setting", "asked", "status", "detail"), rows), *notes]
 
     def device_lines(self) -> list[str]:
         lines = []
@@ -256,7 +261,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
         memory = tuple(_memory(tf, logical))
     return Snapshot(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
-        numbering=_numbering(controller.environ, snap, order),
+        numbering=_numbering(controller.environ, snap, order), notes=tuple(environment_notes(controller.environ)),
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)
