@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .plan import whole_number
+
 CHANNELS = ("placer", "eager", "run_metadata")
 
 #: Graph plumbing the placer also reports; kept as records, left out of the per-cell summary.
@@ -83,7 +85,17 @@ def parse_device(spec: str) -> DeviceSpec | None:
     m = _DEVICE_SPEC.match(spec.strip())
     if m is None:
         return None
-    return DeviceSpec(m["type"].upper(), int(m["index"]))
+    # TensorFlow rejects an index past 32 bits with a traceback of its own: such a spec names no device.
+    index = whole_number(m["index"])
+    return None if index is None else DeviceSpec(m["type"].upper(), index)
+
+
+_ONEDNN_PREFIX = re.compile(r"^_Mkl(?:Native)?(?=[A-Z])")
+
+
+def base_op_type(op_type: str) -> str:
+    """The op a user wrote for TensorFlow's oneDNN rewrite of it on CPU: ``_MklMatMul`` -> ``MatMul``."""
+    return _ONEDNN_PREFIX.sub("", op_type)
 
 
 def short_device(device: str) -> str:
@@ -235,7 +247,8 @@ class PlacementLog:
             out = [r for r in out if match(r.device)]
         if op is not None:
             want = op.lower()
-            out = [r for r in out if r.op.lower() == want or (r.op_type or "").lower() == want]
+            out = [r for r in out if want in (r.op.lower(), (r.op_type or "").lower(), base_op_type(r.op).lower(),
+                                              base_op_type(r.op_type or "").lower())]
         if cell is not None:
             out = [r for r in out if r.cell == cell]
         return out
@@ -717,7 +730,7 @@ class Capture:
 class SummaryRow:
     device: str  # short name, e.g. "CPU:2"
     op_type: str
-    executed: int  # eager executions ("Executing op" lines)
+    executed: int | None  # eager executions ("Executing op" lines); None: not seen (run metadata only)
     placed: int  # graph nodes placed (placer lines, run metadata)
 
 
@@ -815,14 +828,28 @@ class CellSummary:
         notes: Sequence[str] = (),
     ) -> CellSummary:
         executed: collections.Counter = collections.Counter()
-        placed: collections.Counter = collections.Counter()
+        placed_as: collections.Counter = collections.Counter()
         for r in records:
             if r.op_type in PLUMBING_OPS:
                 continue
-            key = (r.short_device, r.op_type or r.op)
-            (executed if r.channel == "eager" else placed)[key] += 1
+            kind = r.op_type or r.op
+            key = (r.short_device, base_op_type(kind))
+            if r.channel == "eager":
+                executed[key] += 1
+            else:
+                placed_as[(key, kind)] += 1
+        # oneDNN rewrites MatMul into _MklMatMul and the placer reports the node once as each: one placement.
+        placed: collections.Counter = collections.Counter()
+        for (key, _), count in placed_as.items():
+            placed[key] = max(placed[key], count)
         keys = sorted(set(executed) | set(placed), key=lambda k: (_device_sort_key(k[0]), k[1]))
-        rows = tuple(SummaryRow(d, t, executed[(d, t)], placed[(d, t)]) for d, t in keys)
+        # Run metadata tells where ops were placed, never how often they ran: without one eager line the
+        # executed column is unknown, not zero.
+        blind = any(r.channel == "run_metadata" for r in records) and not any(r.channel == "eager" for r in records)
+        rows = tuple(SummaryRow(d, t, None if blind else executed[(d, t)], placed[(d, t)]) for d, t in keys)
+        if blind and rows:
+            notes = (*notes, "executed is unknown (-): without TensorFlow's log only run metadata is seen, which "
+                             "tells where newly compiled ops were placed, not how often they ran")
         return cls(cell, rows, tuple(fallbacks), requested, tuple(notes))
 
     @property
@@ -835,12 +862,14 @@ class CellSummary:
         asked = f", asked {self.requested}" if self.requested else ""
         return f"tfgpu placement, {where}{asked}: {len(self.rows)} op type(s) on {devices} device(s)"
 
+    def _cells(self) -> list[tuple]:
+        return [(r.device, r.op_type, "-" if r.executed is None else r.executed, r.placed) for r in self.rows]
+
     def to_text(self) -> str:
         lines = [self._title()]
         lines += [f"  !! {f.text()}" for f in self.fallbacks]
         if self.rows:
-            lines += _table_text(("device", "op type", "executed", "placed"),
-                                 [(r.device, r.op_type, r.executed, r.placed) for r in self.rows])
+            lines += _table_text(("device", "op type", "executed", "placed"), self._cells())
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -851,8 +880,7 @@ class CellSummary:
                 "<div style='color:#b00020;font-weight:bold'>&#9888; " + html.escape(f.text()) + "</div>"
             )
         if self.rows:
-            parts.append(_table_html(("device", "op type", "executed", "placed"),
-                                     [(r.device, r.op_type, r.executed, r.placed) for r in self.rows]))
+            parts.append(_table_html(("device", "op type", "executed", "placed"), self._cells()))
         parts += [f"<div><i>note: {html.escape(n)}</i></div>" for n in self.notes]
         parts.append("</div>")
         return "".join(parts)

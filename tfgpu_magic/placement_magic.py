@@ -50,6 +50,7 @@ from .placement import (
     tf_context,
     tf_log_flag,
 )
+from .plan import MAX_INDEX, shown, whole_number
 
 SUBCOMMANDS = ("on", "off", "show", "clear", "status")
 SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit")
@@ -311,7 +312,7 @@ class PlacementController:
         __tracebackhide__ = True
         spec = parse_device(device)
         if spec is None:
-            raise UsageError(f"tfgpu: bad device {device!r}; use a device like {DEVICE_FORMS}")
+            raise UsageError(f"tfgpu: bad device {shown(device)}; use a device like {DEVICE_FORMS}")
         tf_device = device if device.strip().startswith("/job:") else f"/{spec.type}:{spec.index}"
         if self.mode == "on" and not _probe().imported:
             self._hook()
@@ -335,23 +336,43 @@ class PlacementController:
                 self.post_run_cell(None)
 
     def _run_code(self, cell: str) -> Any:
+        """Run the cell's body the way IPython runs a plain cell, inside the running cell: the same
+        compile, AST transforms and display of the last value, and the same error display, with none of
+        the magic's frames (the error is recorded on the running cell, so the cell still fails)."""
+        __tracebackhide__ = True
+        shell = self.shell
+        result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+        if result is None:  # called outside a shell cell: run plainly, errors propagate to the caller
+            return self._exec_plainly(cell)
+        raw = getattr(getattr(result, "info", None), "raw_cell", None) or ""
+        # The magic line is the cell's first: a blank line in its place keeps line numbers as typed.
+        source = "\n" + shell.transform_cell(cell)
+        cell_name = shell.compile.cache(source, shell.execution_count, raw_code=raw if raw.count("\n") else source)
+        try:
+            tree = shell.compile.ast_parse(source, filename=cell_name)
+            tree = shell.transform_ast(tree)
+        except (OverflowError, SyntaxError, ValueError, TypeError, MemoryError) as err:
+            shell.showsyntaxerror()
+            result.error_in_exec = err
+            return None
+        from IPython.core.async_helpers import _pseudo_sync_runner
+
+        _pseudo_sync_runner(shell.run_ast_nodes(tree.body, cell_name, interactivity=shell.ast_node_interactivity,
+                                                compiler=shell.compile, result=result))
+        return None
+
+    def _exec_plainly(self, cell: str) -> Any:
         __tracebackhide__ = True
         shell = self.shell
         source = shell.transform_cell(cell)
-        try:
-            filename = shell.compile.cache(source, self._count_guess() or 0, raw_code=cell)
-        except Exception:
-            filename = "<tfgpu device cell>"
-        tree = shell.compile.ast_parse(source, filename=filename)
-        tree = shell.transform_ast(tree)
+        tree = shell.transform_ast(shell.compile.ast_parse(source, filename="<tfgpu device cell>"))
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
             ast.fix_missing_locations(last)
-        namespace = shell.user_ns
-        exec(shell.compile(tree, filename, "exec"), namespace)
+        exec(shell.compile(tree, "<tfgpu device cell>", "exec"), shell.user_ns)
         if last is not None:
-            return eval(shell.compile(last, filename, "eval"), namespace)
+            return eval(shell.compile(last, "<tfgpu device cell>", "eval"), shell.user_ns)
         return None
 
     # -- %tfgpu placement ARGS ---------------------------------------------------------------------------
@@ -360,9 +381,9 @@ class PlacementController:
             argv = ["status"]
         name, rest = argv[0].lower(), argv[1:]
         if name not in SUBCOMMANDS:
-            raise UsageError(f"tfgpu: unknown placement subcommand {argv[0]!r}; valid: {', '.join(SUBCOMMANDS)}")
+            raise UsageError(f"tfgpu: unknown placement subcommand {shown(argv[0])}; valid: {', '.join(SUBCOMMANDS)}")
         if name != "show" and rest:
-            raise UsageError(f"tfgpu: placement {name} takes no arguments, got {' '.join(rest)!r}")
+            raise UsageError(f"tfgpu: placement {name} takes no arguments, got {shown(' '.join(rest))}")
         return getattr(self, f"_cmd_{name}")(rest)
 
     def _cmd_on(self, rest: list[str]) -> None:
@@ -475,33 +496,35 @@ def parse_show_options(argv: list[str]) -> dict[str, Any]:
     """``--device D --op OP --cell N --limit N`` (also ``--opt=value``) -> dict; UsageError otherwise."""
     opts: dict[str, Any] = {"device": None, "op": None, "cell": None, "limit": DEFAULT_SHOW_LIMIT}
     words = list(argv)
+    given: set[str] = set()
     while words:
         word = words.pop(0)
         name, eq, value = word.partition("=")
         if name not in SHOW_OPTIONS:
-            raise UsageError(f"tfgpu: unknown option {word!r} for placement show; valid: {', '.join(SHOW_OPTIONS)}")
+            raise UsageError(f"tfgpu: unknown option {shown(word)} for placement show; "
+                             f"valid: {', '.join(SHOW_OPTIONS)}")
         if not eq:
             if not words:
                 raise UsageError(f"tfgpu: placement show {name} needs a value")
             value = words.pop(0)
         key = name[2:]
+        if key in given:
+            raise UsageError(f"tfgpu: placement show {name} given twice; give it once")
+        given.add(key)
         if key == "device":
             try:
                 device_matcher(value)
             except ValueError:
-                raise UsageError(f"tfgpu: bad --device {value!r}; use a device like {DEVICE_FORMS}, "
+                raise UsageError(f"tfgpu: bad --device {shown(value)}; use a device like {DEVICE_FORMS}, "
                                  "or CPU / GPU for all of a kind") from None
             opts["device"] = value
         elif key == "op":
             opts["op"] = value
         else:
             lowest = 0 if key == "cell" else 1
-            try:
-                number = int(value)
-            except ValueError:
-                number = None
-            if number is None or number < lowest:
-                raise UsageError(f"tfgpu: bad --{key} {value!r}; use a whole number >= {lowest}")
+            number = whole_number(value, low=lowest, high=MAX_INDEX)
+            if number is None:
+                raise UsageError(f"tfgpu: bad --{key} {shown(value)}; use a whole number >= {lowest}")
             opts[key] = number
     return opts
 
