@@ -401,7 +401,9 @@ _PLAN_FIELDS = {"visible": "visible", "growth": "growth", "cpus": "cpus", "limit
 
 
 def _needs_inventory(change: Change) -> bool:
-    return change.setting == "visible" or change.gpu != ALL or has_percent(change.value)
+    """Whether a change is checked against NVML's GPUs: indices, percentages and sizes (against totals)."""
+    sized = change.setting in ("limit", "virtual") and change.value is not None
+    return change.setting == "visible" or change.gpu != ALL or sized
 
 
 _default: Controller | None = None
