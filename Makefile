@@ -1,6 +1,10 @@
 # `make test` and `make lab` each set everything up on a fresh machine (Python 3.11, make, gcc).
 PYTHON ?= python3
-VENV := .venv
+# `make test TF=2.16.2` (optionally PYTHON=python3.10) runs the suite against another TensorFlow in its
+# own environment, .venv-tf2.16.2; pip resolves the rest to versions that work with it.
+TF ?=
+VENV := $(if $(TF),.venv-tf$(TF),.venv)
+TF_PIN := $(if $(TF),"tensorflow-cpu==$(TF)",)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
@@ -9,7 +13,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/python -m pip install -q -e ".[test,lab,bench]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(BIN)/python -m pip install -q -e ".[test,lab,bench]" $(TF_PIN) 2>&1 | grep -v "^WARNING: Location" || true
 	$(BIN)/python -c "import tfgpu_magic, tensorflow, IPython, nbclient, jupyterlab"
 	touch $(STAMP)
 
@@ -35,4 +39,4 @@ bench: $(STAMP)
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_placement.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf .venv .venv-tf* .pytest_cache .ruff_cache
