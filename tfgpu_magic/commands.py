@@ -29,7 +29,7 @@ from .plan import (
     parse_visible,
     shown,
 )
-from .runtime import Outcome, TFState, probe
+from .runtime import Outcome, Status, TFState, probe
 
 
 class _Parser(MagicArgumentParser):
@@ -38,7 +38,7 @@ class _Parser(MagicArgumentParser):
     def error(self, message):
         usage = " ".join(self.format_usage().split()).replace("usage: ", "")
         # argparse quotes the user's words whole; a 100 KB word is shortened like every other bad value.
-        message = _LONG_WORD.sub(lambda m: shown(m.group(0)), message)
+        message = _LONG_WORD.sub(lambda m: shown(m.group(0)), " ".join(message.splitlines()))
         raise UsageError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
 
 
@@ -99,7 +99,7 @@ def dispatch(m, line: str, cell: str | None):
                          "(`%tfgpu help` explains each)")
     handler = globals()[f"cmd_{name}"]
     try:
-        if name in ("placement", "device"):
+        if name in ("placement", "device", "log"):
             return handler(m, argv, cell)
         return handler(m, _PARSERS[name].parse_args(argv), line)
     except PlanError as err:
@@ -112,6 +112,8 @@ def _configure(m, setting: str, value, command: str, gpu=ALL) -> Outcome:
         outcome = m.controller.change(Change(setting, value, gpu, command))
     except PlanError as err:
         raise UsageError(str(err)) from None
+    if outcome.status is Status.PENDING:  # say what became of it when TensorFlow is imported
+        m.controller.on_import_report = lambda line: None if m.quiet else print(line)
     if not m.quiet:
         print(_outcome_line(command, outcome))
     return outcome
@@ -227,6 +229,14 @@ def cmd_placement(m, argv, cell):
     if m.placement is None:
         raise UsageError("tfgpu: placement capture is not available in this installation")
     return m.placement.command(argv)
+
+
+def cmd_log(m, argv, cell):
+    if m.placement is None:
+        raise UsageError("tfgpu: TensorFlow's log is tamed by the placement capture, which is not available here")
+    from .placement_magic import log_command
+
+    return log_command(m.placement, argv)
 
 
 def cmd_device(m, argv, cell):

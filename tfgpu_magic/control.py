@@ -65,6 +65,8 @@ class Controller:
         self._hooked = False
         # One plan, changed from the magics, the API, a panel or the import hook, maybe in different threads.
         self._lock = threading.RLock()
+        # Told what became of the pending settings when TensorFlow is imported (the magics print it).
+        self.on_import_report: Callable[[str], None] | None = None
 
     # -- inputs ----------------------------------------------------------------------------------
     def nvml(self) -> nvml_module.NvmlSnapshot:
@@ -294,6 +296,20 @@ class Controller:
                 self.outcomes[setting] = outcome
                 if outcome.status in (Status.FAILED, Status.NO_DEVICE, Status.REFUSED):
                     warn(f"tfgpu: {setting} did not take effect at TensorFlow import: {outcome.detail}")
+            report = self.on_import_report
+        if report is not None:
+            report(self.import_summary(plan))
+
+    def import_summary(self, plan: Plan) -> str:
+        """One line: each setting that waited for `import tensorflow`, and what became of it."""
+        asked = dict(plan.describe())
+        parts = []
+        for setting in asked_settings(plan):
+            outcome = self.outcomes[setting]
+            values = [v for k, v in asked.items() if k.partition("[")[0] == setting]
+            detail = f" ({outcome.detail})" if outcome.detail else ""
+            parts.append(f"{setting} {' '.join(values)}: {outcome.status.value}{detail}")
+        return "tfgpu: at `import tensorflow`: " + "; ".join(parts)
 
     # -- reset -------------------------------------------------------------------------------------
     def reset(self) -> list[str]:

@@ -24,6 +24,7 @@ USAGE = """\
 %tfgpu placement on|off|show|clear   capture TensorFlow's placement log into the notebook
 %%tfgpu device DEVICE                run the cell under tf.device(DEVICE) and show where its ops ran
 %tfgpu memory [--reset]              TensorFlow allocator memory per logical device: current and peak
+%tfgpu log [quiet|all|raw]           TensorFlow's own log: the recent cells' full text, or how cells show it
 %tfgpu export [--tf1]                the settings as plain Python to paste into a script
 strategy = %tfgpu strategy           a MirroredStrategy over the logical devices
 %tfgpu reset                         drop settings that have not taken effect yet
@@ -34,7 +35,7 @@ operation a changed setting is refused: restart the kernel and put the magic fir
 GB means GiB (1024 MiB). GPU indices are nvidia-smi's; every view also shows TensorFlow's GPU:N."""
 
 SUBCOMMANDS = ("status", "devices", "visible", "growth", "limit", "virtual", "cpus", "placement", "device",
-               "memory", "export", "strategy", "reset", "help")
+               "memory", "log", "export", "strategy", "reset", "help")
 
 
 
@@ -50,6 +51,9 @@ class TfgpuMagics(Magics):
     default_cpus = Any(0, help="Split the CPU into this many logical devices when the extension loads "
                               "(1 to 256; 0: leave TensorFlow's default).").tag(config=True)
     quiet = Any(False, help="Do not print a line after each configuring magic (True/False).").tag(config=True)
+    log_mode = Any("quiet", help="How TensorFlow's own log shows under a cell: quiet (warnings and errors shown, "
+                                 "information folded), all (every line, in one block) or raw (as without tfgpu)."
+                   ).tag(config=True)
 
     def __init__(self, shell=None, controller=None, **kwargs):
         # Set before Magics.__init__, which loads the config and so runs the validators and observers.
@@ -73,7 +77,7 @@ class TfgpuMagics(Magics):
         self._controller = value
 
     # -- traitlets ---------------------------------------------------------------------------------
-    @validate("default_growth", "default_cpus", "quiet")
+    @validate("default_growth", "default_cpus", "quiet", "log_mode")
     def _check_option(self, proposal):
         """The magic's own parsing for every option, from %config or a config file alike. A bad value
         is reported in one line and the option keeps its value: the load goes on."""
@@ -96,6 +100,11 @@ class TfgpuMagics(Magics):
             _configure(self, "growth", True, "%tfgpu growth on")
         if self.default_cpus and self.controller.plan.cpus is None:
             _configure(self, "cpus", self.default_cpus, f"%tfgpu cpus {self.default_cpus}")
+
+    @observe("log_mode")
+    def _log_mode_changed(self, change):
+        if self.placement is not None:
+            self.placement.set_log_mode(change["new"])
 
     @observe("default_growth", "default_cpus")
     def _defaults_changed(self, change):
@@ -124,10 +133,17 @@ _ON = ("on", "true", "yes", "1")
 _OFF = ("off", "false", "no", "0", "")
 
 
+_LOG_MODES = ("quiet", "all", "raw")  # tflog.MODES, not imported here: %load_ext stays cheap
+
+
 def _option_value(name: str, value):
     """An option's value as the magic would read it: a bool for the switches, 0..256 for default_cpus.
     Raises ValueError with a one-line ``tfgpu:`` message. The bound is the one ``%tfgpu cpus`` uses
     (plan.parse_count), imported only when a CPU count is actually set, so %load_ext stays cheap."""
+    if name == "log_mode":
+        if isinstance(value, str) and value.strip().lower() in _LOG_MODES:
+            return value.strip().lower()
+        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {_short(value)}: expected {', '.join(_LOG_MODES)}")
     if name != "default_cpus":
         text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
         if text in _ON:
@@ -169,7 +185,7 @@ def load_extension(shell) -> None:
     except ImportError:
         PlacementController = None
     if PlacementController is not None:
-        magics.placement = PlacementController(shell)
+        magics.placement = PlacementController(shell, log_mode=magics.log_mode)
         magics.placement.register()
     _loaded[id(shell)] = magics
     magics.apply_defaults()

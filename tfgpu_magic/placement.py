@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .plan import whole_number
+from .inputs import whole_number
 
 CHANNELS = ("placer", "eager", "run_metadata")
 
@@ -443,9 +443,12 @@ class _FdRedirect:
     BATCH_S = 0.004
     CHUNK = 1 << 16
 
-    def __init__(self, fd: int, sink: Sink):
+    def __init__(self, fd: int, sink: Sink, other_lines: Callable[[str], bool] | None = None):
         self.fd = fd
         self.sink = sink
+        # Offered every whole line that is not a placement line; True keeps it off the output (the
+        # TensorFlow log taming of tflog.py takes its own lines this way).
+        self.other_lines = other_lines
         self._saved: int | None = None
         self._read: int | None = None
         self._wake: tuple[int, int] | None = None
@@ -530,11 +533,18 @@ class _FdRedirect:
             self.error = err
         finally:
             if pending:
-                fields = parse_line(pending.decode("utf-8", "replace"))
+                text = pending.decode("utf-8", "replace")
+                fields = parse_line(text)
                 if fields is not None:
                     self.sink(fields)
-                else:
+                elif not (self.other_lines is not None and self._taken(text)):
                     _write_all(self._saved, pending)
+
+    def _taken(self, text: str) -> bool:
+        try:
+            return bool(self.other_lines(text))
+        except Exception:  # a bug in a taker must not cost the user a line
+            return False
 
     def _feed(self, data: bytes) -> bytes:
         *lines, tail = data.split(b"\n")
@@ -548,6 +558,11 @@ class _FdRedirect:
                         out = []
                     self.sink(fields)
                     continue
+            if self.other_lines is not None and self._taken(line.decode("utf-8", "replace")):
+                if out:  # what came before goes out first: order is kept
+                    _write_all(self._saved, b"".join(out))
+                    out = []
+                continue
             out.append(line + b"\n")
         if tail and not maybe_placement_prefix(tail):
             out.append(tail)
@@ -659,8 +674,10 @@ class Capture:
     other byte is passed on. ``start()``/``stop()`` bracket one cell; ``stop()`` is safe to call twice
     and after a failed start, and always restores the descriptors and streams."""
 
-    def __init__(self, sink: Sink, fds: Sequence[int] = (1, 2), streams: Sequence[str] = ("stdout", "stderr")):
+    def __init__(self, sink: Sink, fds: Sequence[int] = (1, 2), streams: Sequence[str] = ("stdout", "stderr"),
+                 stderr_lines: Callable[[str], bool] | None = None):
         self.sink = sink
+        self.stderr_lines = stderr_lines  # offered fd 2's other lines (TensorFlow's log taming)
         self._fds = tuple(fds)
         self._stream_names = tuple(streams)
         self._redirects: list[_FdRedirect] = []
@@ -670,6 +687,10 @@ class Capture:
     def active(self) -> bool:
         return bool(self._redirects or self._filters)
 
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return self._fds
+
     def start(self) -> None:
         if self.active:
             return
@@ -677,7 +698,7 @@ class Capture:
         flush_c_stdio()  # what C buffered before the cell belongs before it
         try:
             for fd in self._fds:
-                redirect = _FdRedirect(fd, self.sink)
+                redirect = _FdRedirect(fd, self.sink, self.stderr_lines if fd == 2 else None)
                 redirect.start()
                 self._redirects.append(redirect)
             for name in self._stream_names:

@@ -31,6 +31,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from .inputs import MAX_INDEX, shown, whole_number
 from .placement import (
     DEFAULT_MAXLEN,
     DEVICE_FORMS,
@@ -50,7 +51,8 @@ from .placement import (
     tf_context,
     tf_log_flag,
 )
-from .plan import MAX_INDEX, shown, whole_number
+from .tflog import MODES as LOG_MODES
+from .tflog import TfLog
 
 SUBCOMMANDS = ("on", "off", "show", "clear", "status")
 SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit")
@@ -99,9 +101,11 @@ class PlacementController:
     """Placement capture for one IPython shell. ``log`` holds the records (``record.to_dict()`` for
     other views); ``last_summary`` the last cell summary shown."""
 
-    def __init__(self, shell: Any, maxlen: int = DEFAULT_MAXLEN):
+    def __init__(self, shell: Any, maxlen: int = DEFAULT_MAXLEN, log_mode: str = "quiet"):
         self.shell = shell
         self.log = PlacementLog(maxlen)
+        # TensorFlow's own log, tamed through the same per-cell capture (one capture, not two).
+        self.tflog = TfLog(log_mode)
         self.mode = "unset"  # "on" | "off" once the user said so
         self.last_summary: CellSummary | None = None
         self._registered = False
@@ -127,6 +131,7 @@ class PlacementController:
         self._observe_tf()
         self.shell.events.register("pre_run_cell", self.pre_run_cell)
         self.shell.events.register("post_run_cell", self.post_run_cell)
+        self.set_log_mode(self.tflog.mode)
         self._registered = True
 
     def unregister(self) -> None:
@@ -142,7 +147,17 @@ class PlacementController:
         self._unhook()
         self._disable_run_metadata(cell_only=False)
         self._disable_run_metadata(cell_only=True)
+        self.tflog.unwatch_python_logger()
+        self.tflog.end()
         drain_orphans(close=True)
+
+    def set_log_mode(self, mode: str) -> None:
+        """quiet | all | raw: how TensorFlow's own log shows (tflog.py); raw leaves it to TensorFlow."""
+        self.tflog.mode = mode
+        if self.tflog.taming:
+            self.tflog.watch_python_logger()
+        else:
+            self.tflog.unwatch_python_logger()
 
     # -- TensorFlow's log ------------------------------------------------------------------------------
     def _observe_tf(self) -> Any:
@@ -229,12 +244,20 @@ class PlacementController:
         if cell is not None:
             cell.add(fields)
 
-    def _start_capture(self) -> None:
+    def _start_capture(self, placement: bool = True) -> None:
+        """Capture the rest of the cell: every placement channel, or (``placement=False``) only fd 2 for
+        TensorFlow's log. A log-only capture widens when placement is asked for mid-cell."""
         if self._capture is not None and self._capture.active:
-            return
+            if not placement or 1 in self._capture.fds:
+                return
+            self._stop_capture()
         if self._cell is None:
             self._cell = CellRecorder(self._count_guess())
-        self._capture = Capture(self._sink)
+        taker = self.tflog.take_line if self.tflog.taming else None
+        if placement:
+            self._capture = Capture(self._sink, stderr_lines=taker)
+        else:
+            self._capture = Capture(self._sink, fds=(2,), streams=(), stderr_lines=taker)
         try:
             self._capture.start()
         except OSError as err:  # no descriptors to redirect (closed fd 1/2): placement stays blind
@@ -252,15 +275,17 @@ class PlacementController:
         self._cell_forced = False
         self._in_cell = True
         self._cell_source = getattr(info, "raw_cell", "") or ""
-        if self.mode == "unset":
-            return
-        live = self._tf_log_live()
+        if self.tflog.taming:
+            self.tflog.begin(self._count_guess())
+        live = self.mode != "unset" and self._tf_log_live()
         if self.mode == "on":
             if not live and _probe().initialized:
                 self._enable_run_metadata(cell_only=False)
             self._start_capture()
         elif live:  # "off", but TensorFlow keeps writing: swallow
             self._start_capture()
+        elif self.tflog.taming:
+            self._start_capture(placement=False)
 
     def post_run_cell(self, result: Any = None) -> None:
         self._in_cell = False
@@ -275,13 +300,15 @@ class PlacementController:
                     cell.cell = count
                 self._collect_run_metadata(cell)
             self._disable_run_metadata(cell_only=True)
-        if cell is None or not (self.mode == "on" or forced):
-            return
-        failed = result is not None and not getattr(result, "success", True)
-        summary = self._summarize(cell, forced, failed)
         silent = getattr(getattr(result, "info", None), "silent", False)
-        if summary is not None and not silent:
-            _display(summary)
+        block = self.tflog.end(getattr(result, "execution_count", None))
+        if cell is not None and (self.mode == "on" or forced):
+            failed = result is not None and not getattr(result, "success", True)
+            summary = self._summarize(cell, forced, failed)
+            if summary is not None and not silent:
+                _display(summary)
+        if block is not None and not silent:
+            _display(block)
 
     def _summarize(self, cell: CellRecorder, forced: bool, failed: bool) -> CellSummary | None:
         records = cell.records()
@@ -529,4 +556,20 @@ def parse_show_options(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
-__all__ = ["LATE_MESSAGE", "PlacementController", "parse_show_options"]
+def log_command(controller: PlacementController, argv: list[str]) -> None:
+    """``%tfgpu log [quiet|all|raw]``: the full text of recent cells' TensorFlow log, or the mode."""
+    if not argv:
+        print(controller.tflog.text_of_recent())
+        return
+    if len(argv) != 1 or argv[0].lower() not in LOG_MODES:
+        raise UsageError(f"tfgpu: bad log setting {shown(' '.join(argv))}; valid: {', '.join(LOG_MODES)} "
+                         "(or nothing, to show the recent cells' full TensorFlow log)")
+    mode = argv[0].lower()
+    controller.set_log_mode(mode)
+    what = {"quiet": "warnings and errors shown under each cell, information folded",
+            "all": "every line shown under each cell, in one block",
+            "raw": "left to TensorFlow, as without tfgpu"}[mode]
+    print(f"tfgpu: TensorFlow's log: {mode} ({what}); takes effect from the next cell")
+
+
+__all__ = ["LATE_MESSAGE", "PlacementController", "log_command", "parse_show_options"]

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
 
+from .inputs import shown, whole_number
+
 ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
 
 SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%"
@@ -18,11 +20,9 @@ ABSOLUTE_SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB or 2GiB"
 VISIBLE_FORMS = "0, 1,3, all, none, auto or auto:N"
 
 # Bounds that keep every number a plain int that TensorFlow, CUDA and the exported code can hold. No GPU
-# comes near 16 TiB; TensorFlow parses device and GPU indices as 32-bit ints.
+# comes near 16 TiB.
 MAX_SIZE_MIB = 1 << 24
-MAX_INDEX = (1 << 31) - 1
 MAX_VIRTUAL = 64
-_SHOWN_CHARS = 40
 
 
 class PlanError(ValueError):
@@ -32,30 +32,6 @@ class PlanError(ValueError):
     def __init__(self, message: str):
         message = " ".join(message.splitlines())  # one line, whatever a value held
         super().__init__(message if message.startswith("tfgpu:") else f"tfgpu: {message}")
-
-
-def shown(text: object) -> str:
-    """A value as an error message quotes it: ``repr``, shortened when long (a 100 KB argument is not
-    echoed back whole)."""
-    text = str(text)
-    if len(text) <= _SHOWN_CHARS:
-        return repr(text)
-    return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
-
-
-def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | None:
-    """``text`` as an int in [low, high], or None. Never converts an overlong digit string (Python refuses
-    those past 4,300 digits, and no valid value has more digits than ``high``)."""
-    t = text.strip()
-    negative = t.startswith("-")
-    digits = t[1:] if negative else t
-    if not digits.isascii() or not digits.isdigit():
-        return None
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > len(str(max(abs(low), abs(high)))):
-        return None
-    value = -int(significant) if negative else int(significant)
-    return value if low <= value <= high else None
 
 
 @dataclass(frozen=True)

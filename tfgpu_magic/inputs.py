@@ -1,0 +1,35 @@
+"""Reading numbers and quoting values in messages, for every parser. Tiny and dataclass-free, so the
+placement face can use it at ``%load_ext`` without loading the core (plan.py re-exports it)."""
+
+from __future__ import annotations
+
+# TensorFlow parses device and GPU indices as 32-bit ints.
+MAX_INDEX = (1 << 31) - 1
+_SHOWN_CHARS = 40
+
+
+def shown(text: object) -> str:
+    """A value as an error message quotes it: ``repr``, shortened when long (a 100 KB argument is not
+    echoed back whole)."""
+    text = str(text)
+    if len(text) <= _SHOWN_CHARS:
+        return repr(text)
+    return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
+
+
+def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | None:
+    """``text`` as an int in [low, high], or None. Never converts an overlong digit string (Python refuses
+    those past 4,300 digits, and no valid value has more digits than ``high``)."""
+    t = text.strip()
+    negative = t.startswith("-")
+    digits = t[1:] if negative else t
+    if not digits.isascii() or not digits.isdigit():
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(max(abs(low), abs(high)))):
+        return None
+    value = -int(significant) if negative else int(significant)
+    return value if low <= value <= high else None
+
+
+__all__ = ["MAX_INDEX", "shown", "whole_number"]

@@ -1,0 +1,223 @@
+"""TensorFlow's own log, one cell at a time: recognised, kept, and shown as one compact block.
+
+TensorFlow talks on two channels a notebook cannot silence once it has started: its C++ log on fd 2
+(``I0000 00:00:1796027613.34 13837 cpu_feature_guard.cc:227] ...`` in 2.21, a dated prefix in 2.16,
+and ``WARNING: All log messages before absl::InitializeLog() ...``), and its Python logger
+``tensorflow`` (``WARNING:tensorflow:...``). The placement capture's fd-2 reader hands lines to
+:func:`classify`; the Python logger is read through a logger filter. Nothing is dropped: every line is
+kept per cell, warnings and errors stay visible, information is folded with a count.
+
+This module imports neither IPython nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+
+MODES = ("quiet", "all", "raw")  # quiet: fold information; all: show every line; raw: TensorFlow's own way
+SEVERITIES = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
+_RANK = {"I": 0, "W": 1, "E": 2, "F": 3}
+RECENT_CELLS = 50
+MAX_LINES_PER_CELL = 2000
+
+# 2.21 (absl):  I0000 00:00:1796027613.340116   13837 cpu_feature_guard.cc:227] message
+# 2.16 (tsl):   2026-11-30 03:29:57.481204: I tensorflow/core/util/port.cc:113] message
+_CPP = re.compile(
+    r"^(?:(?P<sev>[IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ (?P<where>[\w/.-]+:\d+)\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: (?P<sev2>[IWEF]) (?P<where2>[\w/.-]+:\d+)\] )(?P<message>.*)$"
+)
+# absl's notice about itself, printed once per library that loads it: information, whatever it says.
+_ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+# Lines TensorFlow writes as the rest of a multi-line message (cpu_feature_guard's second line).
+_CONTINUATIONS = ("To enable the following instructions:",)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    severity: str  # I, W, E or F
+    text: str  # the line as TensorFlow wrote it
+    message: str  # without its prefix
+    where: str  # "cpu_feature_guard.cc:227", or "tensorflow" for the Python logger
+
+
+def classify(line: str, previous: LogLine | None = None) -> LogLine | None:
+    """A line of fd 2 -> LogLine when TensorFlow's C++ log wrote it, else None. ``previous``: the log
+    line just before it, for the known continuation lines."""
+    if line == _ABSL_NOTICE:
+        return LogLine("I", line, line, "absl")
+    if "] " in line[:120]:
+        m = _CPP.match(line)
+        if m is not None:
+            return LogLine(m["sev"] or m["sev2"], line, m["message"], (m["where"] or m["where2"]).rsplit("/", 1)[-1])
+    if previous is not None and line.startswith(_CONTINUATIONS):
+        return LogLine(previous.severity, line, line, previous.where)
+    return None
+
+
+def from_record(record: logging.LogRecord) -> LogLine:
+    """A record of TensorFlow's Python logger, as its own handler would have printed it."""
+    level = record.levelno
+    severity = "F" if level >= logging.CRITICAL else "E" if level >= logging.ERROR else \
+        "W" if level >= logging.WARNING else "I"
+    message = record.getMessage()
+    return LogLine(severity, f"{record.levelname}:{record.name}:{message}", message, record.name)
+
+
+@dataclass
+class LogBlock:
+    """TensorFlow's log lines of one cell."""
+
+    cell: int | None
+    lines: list[LogLine] = field(default_factory=list)
+    dropped: int = 0
+    show_all: bool = False  # mode "all": information is listed, not folded
+
+    @property
+    def highest(self) -> str:
+        return max((line.severity for line in self.lines), key=_RANK.__getitem__, default="I")
+
+    def counts(self) -> dict[str, int]:
+        counted = collections.Counter(SEVERITIES[line.severity] for line in self.lines)
+        return {name: counted[name] for name in ("fatal", "error", "warning", "info") if counted[name]}
+
+    def _title(self) -> str:
+        where = f"cell {self.cell}" if self.cell is not None else "this cell"
+        counts = ", ".join(f"{n} {name}{'s' if n > 1 and name != 'info' else ''}" for name, n in self.counts().items())
+        dropped = f" ({self.dropped} more not kept)" if self.dropped else ""
+        return f"TensorFlow log, {where}: {counts}{dropped}"
+
+    def _shown(self) -> list[LogLine]:
+        return list(self.lines) if self.show_all else [ln for ln in self.lines if ln.severity != "I"]
+
+    def to_text(self) -> str:
+        shown = self._shown()
+        folded = len(self.lines) - len(shown)
+        lines = [f"{self._title()} [{SEVERITIES[self.highest]}]"]
+        lines += [f"  {line.severity} {line.where}] {line.message}" for line in shown]
+        if folded:
+            lines.append(f"  ({folded} info line{'s' if folded > 1 else ''} folded: `%tfgpu log` shows them)")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        shown = self._shown()
+        folded = [ln for ln in self.lines if ln not in shown]
+        colour = {"I": "var(--jp-ui-font-color2, #616161)", "W": "var(--jp-warn-color0, #8a5300)",
+                  "E": "var(--jp-error-color0, #b00020)", "F": "var(--jp-error-color0, #b00020)"}[self.highest]
+        rows = "".join(f"<div><code>{html.escape(line.severity)} {html.escape(line.where)}]</code> "
+                       f"{html.escape(line.message)}</div>" for line in shown)
+        details = ""
+        if folded:
+            body = "".join(f"<div><code>{html.escape(line.text)}</code></div>" for line in folded)
+            details = (f"<details><summary>{len(folded)} info line{'s' if len(folded) > 1 else ''} folded"
+                       f"</summary>{body}</details>")
+        return (f"<div class='tfgpu-tflog' style='border-left:3px solid {colour};padding-left:6px;"
+                f"font-size:var(--jp-content-font-size1, 13px);color:var(--jp-ui-font-color1, inherit)'>"
+                f"<div style='color:{colour};font-weight:bold'>{html.escape(self._title())}</div>{rows}{details}</div>")
+
+    def full_text(self) -> str:
+        return "\n".join(line.text for line in self.lines)
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
+class TfLog:
+    """The log of the running cell and of the last RECENT_CELLS cells. Lines arrive from the fd reader
+    thread and from the Python logger in any thread."""
+
+    def __init__(self, mode: str = "quiet"):
+        self.mode = mode
+        self.recent: collections.deque[LogBlock] = collections.deque(maxlen=RECENT_CELLS)
+        self._current: LogBlock | None = None
+        self._previous: LogLine | None = None  # for continuation lines
+        self._lock = threading.Lock()
+        self._filter: _LoggerFilter | None = None
+
+    @property
+    def taming(self) -> bool:
+        return self.mode != "raw"
+
+    # -- one cell --------------------------------------------------------------------------------------
+    def begin(self, cell: int | None) -> None:
+        with self._lock:
+            self._current = LogBlock(cell, show_all=self.mode == "all")
+            self._previous = None
+
+    def end(self, cell: int | None = None) -> LogBlock | None:
+        """Close the running cell's block; returns it when it holds lines."""
+        with self._lock:
+            block, self._current = self._current, None
+            self._previous = None
+        if block is None or not block.lines:
+            return None
+        if cell is not None:
+            block.cell = cell
+        self.recent.append(block)
+        return block
+
+    def take_line(self, line: str) -> bool:
+        """Called by the fd-2 reader for each whole line: True when it was TensorFlow's log and is kept."""
+        with self._lock:
+            if self._current is None:
+                return False
+            found = classify(line, self._previous)
+            self._previous = found
+            if found is None:
+                return False
+            self._add(found)
+            return True
+
+    def _add(self, line: LogLine) -> None:
+        block = self._current
+        if len(block.lines) < MAX_LINES_PER_CELL:
+            block.lines.append(line)
+        else:
+            block.dropped += 1
+
+    def take_record(self, record: logging.LogRecord) -> bool:
+        with self._lock:
+            if self._current is None:
+                return False
+            self._add(from_record(record))
+            return True
+
+    # -- TensorFlow's Python logger ----------------------------------------------------------------------
+    def watch_python_logger(self) -> None:
+        """Keep the `tensorflow` logger's records of a cell out of the cell's stderr and in its block.
+        A filter on the logger itself: TensorFlow's own handler (and any the user added) never sees them."""
+        if self._filter is None:
+            self._filter = _LoggerFilter(self)
+            logging.getLogger("tensorflow").addFilter(self._filter)
+
+    def unwatch_python_logger(self) -> None:
+        if self._filter is not None:
+            logging.getLogger("tensorflow").removeFilter(self._filter)
+            self._filter = None
+
+    def text_of_recent(self, cells: int | None = None) -> str:
+        blocks = list(self.recent)[-cells:] if cells else list(self.recent)
+        if not blocks:
+            return f"tfgpu: no TensorFlow log lines kept yet (mode: {self.mode})"
+        parts = []
+        for block in blocks:
+            parts.append(f"-- cell {block.cell if block.cell is not None else '?'}: {len(block.lines)} line(s)"
+                         + (f", {block.dropped} more not kept" if block.dropped else ""))
+            parts.append(block.full_text())
+        return "\n".join(parts)
+
+
+class _LoggerFilter(logging.Filter):
+    def __init__(self, log: TfLog):
+        super().__init__()
+        self.log = log
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.log.take_record(record)
