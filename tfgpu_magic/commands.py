@@ -74,6 +74,7 @@ _PARSERS["visible"].add_argument("--min-free", default=None, action=_Once,
                                  help="with auto: only GPUs with this much free")
 for _name in ("status", "reset", "help", "strategy"):
     _PARSERS[_name] = _parser(_name)
+_PARSERS["help"].add_argument("subcommand", nargs="?", default=None, help="the subcommand to explain, with examples")
 _PARSERS["devices"] = _parser("devices")
 _PARSERS["devices"].add_argument("--json", action="store_true")
 _PARSERS["status"].add_argument("--json", action="store_true")
@@ -221,7 +222,15 @@ def cmd_strategy(m, args, line):
 
 
 def cmd_help(m, args, line):
-    print(USAGE)
+    if args.subcommand is None:
+        print(USAGE)
+        return
+    name = args.subcommand.lower()
+    if name not in SUBCOMMANDS:
+        raise UsageError(f"tfgpu: help: unknown subcommand {shown(args.subcommand)}; valid: {', '.join(SUBCOMMANDS)}")
+    from .completion import subcommand_help
+
+    print(subcommand_help(name, USAGE, _PARSERS.get(name)))
 
 
 # -- placement: its own face -------------------------------------------------------------------

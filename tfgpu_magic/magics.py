@@ -28,7 +28,7 @@ USAGE = """\
 %tfgpu export [--tf1]                the settings as plain Python to paste into a script
 strategy = %tfgpu strategy           a MirroredStrategy over the logical devices
 %tfgpu reset                         drop settings that have not taken effect yet
-%tfgpu help                          this text
+%tfgpu help [SUBCOMMAND]             this text, or one subcommand's usage and examples (also %tfgpu NAME?)
 
 Configuring magics take effect when TensorFlow is imported (run them first); after TensorFlow's first
 operation a changed setting is refused: restart the kernel and put the magic first.
@@ -127,7 +127,8 @@ class TfgpuMagics(Magics):
 
         return dispatch(self, line, cell)
 
-TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "") + "\n" + USAGE
+# magic_arguments starts the docstring with "::", an RST literal block marker; %tfgpu? shows plain text.
+TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "").removeprefix("::").lstrip() + "\n" + USAGE
 
 _ON = ("on", "true", "yes", "1")
 _OFF = ("off", "false", "no", "0", "")
@@ -188,6 +189,9 @@ def load_extension(shell) -> None:
         magics.placement = PlacementController(shell, log_mode=magics.log_mode)
         magics.placement.register()
     _loaded[id(shell)] = magics
+    from .completion import register as register_completion
+
+    register_completion(shell)
     magics.apply_defaults()
 
 
@@ -195,6 +199,9 @@ def unload_extension(shell) -> None:
     magics = _loaded.pop(id(shell), None)
     if magics is None:
         return
+    from .completion import unregister as unregister_completion
+
+    unregister_completion(shell)
     capturing = magics.placement is not None and magics.placement.mode == "on"
     if magics.placement is not None:
         magics.placement.unregister()
