@@ -27,8 +27,18 @@ test: $(STAMP)
 # Jupyter refuses to run as root without --allow-root; CI machines and containers are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: $(STAMP)
-	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) notebooks/00_start.ipynb
+# The learner works on copies in course/ (git-ignored), so doing the course never changes notebooks/.
+# A copy already there is kept: the learner's work survives the next `make lab`.
+COURSE := course
+
+.PHONY: course
+course:
+	$(PYTHON) notebooks/prepare_course.py "$(COURSE)"
+
+# The server's root is the working copy; the URL it prints (and the browser it opens) lands on the start page.
+lab: $(STAMP) course
+	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir="$(COURSE)" \
+		--LabApp.default_url=/lab/tree/00_start.ipynb
 
 lint: $(STAMP)
 	$(BIN)/ruff check tfgpu_magic tests benchmarks

@@ -1,11 +1,18 @@
-"""The teaching course (notebooks/01_*.ipynb ... 08_*.ipynb): each lesson runs top to bottom in a real kernel
-on a machine without a GPU and shows what it teaches.
+"""The teaching course (notebooks/00_start.ipynb and the lessons 01_*.ipynb ... 08_*.ipynb): each notebook runs
+top to bottom in a real kernel on a machine without a GPU and shows what it teaches.
 
-test_notebooks.py checks that every notebook is stripped of outputs; these tests run each lesson and
-check what it must show (its key outputs), the bilingual opening every lesson starts with, and the rules for magics and
-deliberate errors."""
+test_notebooks.py checks that every notebook is stripped of outputs; these tests run each notebook the way
+`make lab` has a learner run it: in a working copy made by notebooks/prepare_course.py (the script `make lab`
+runs), with the kernel started there and the executed notebook saved there, as JupyterLab saves it. Doing the
+course must leave the repository as it was (git status, and the tracked notebooks byte for byte). They check
+what each notebook must show (its key outputs), that what a lesson's text quotes from its outputs is really
+there, the bilingual opening every lesson starts with, and the rules for magics and deliberate errors."""
 
+import html
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -13,21 +20,38 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS_DIR = Path(__file__).parent.parent / "notebooks"
+REPO = NOTEBOOKS_DIR.parent
 LESSONS = sorted(NOTEBOOKS_DIR.glob("0[1-8]_*.ipynb"))
+COURSE = sorted(NOTEBOOKS_DIR.glob("0[0-8]_*.ipynb"))  # the start page and the lessons
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 # For each lesson, strings its executed outputs must contain (on a machine without a GPU).
 EXPECTED = {
+    "00": ["/device:CPU:2", "too late", "restart the kernel", "MirroredStrategy over 3 device(s)"],
     "01": ["physical: /physical_device:CPU:0", "logical: /device:CPU:1", "too late", "restart the kernel"],
     "02": ["CUDA_DEVICE_ORDER    = PCI_BUS_ID", "CUDA_VISIBLE_DEVICES = 0", "visible auto needs NVML"],
     "03": ["conflicts with growth", "TensorFlow allocator memory"],
     "04": ["b was computed on /job:localhost/replica:0/task:0/device:CPU:1", "asked for /CPU:7, ran on",
            "d was computed on /job:localhost/replica:0/task:0/device:CPU:2", "fallback: asked /CPU:7",
-           "InvalidArgumentError: Could not satisfy device specification"],
+           # the error's first line in full, not cut mid-word
+           "InvalidArgumentError: Could not satisfy device specification", "All available devices [/job:"],
     "05": ["device:CPU:1", "same result", "one device:"],
     "06": ["Number of devices: 2", "MirroredStrategy over 2 device(s)", "replicas: 2 loss after 1 epoch"],
     "07": ["/job:localhost/replica:0/task:0/device:CPU:1 CPU", "matmul result: [[11.]]", "tf.compat.v1.ConfigProto()"],
     "08": ["worker 0: replicas=2", "worker 1: replicas=2", "w=2.000"],
+}
+
+# Words a lesson's text quotes from its own outputs (on a machine without a GPU): each must appear both in the
+# lesson's markdown and in what its cells show (text or HTML; whitespace runs count as one space).
+QUOTED = {
+    "02": ["waiting for import", "GPU 0 not checked", "applied (through CUDA_VISIBLE_DEVICES)",
+           "through CUDA_VISIBLE_DEVICES"],
+    "03": ["waiting for import", "no GPU to apply to"],
+    # the HTML form (what a notebook shows) flags a fallback with ⚠, the text form (a terminal) with !!
+    "04": ["⚠ fallback", "!! fallback", "executed", "placed", "_Arg", "_Retval", "_MklMatMul", "asked"],
+    "06": ["waiting for import", "cpus 2: applied", "virtual 2GiB,2GiB: no GPU to apply to", "no_gpu",
+           "TensorFlow sees no GPU; the setting applies where there is one"],
+    "07": ["no GPU to apply to"],
 }
 
 
@@ -35,7 +59,7 @@ def _ids(paths):
     return [p.name for p in paths]
 
 
-def _text(nb):
+def _text(nb, with_html=False):
     parts = []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -46,8 +70,53 @@ def _text(nb):
             elif out.output_type == "error":
                 parts.append(f"{out.ename}: {out.evalue}")
             else:
-                parts.append(str(out.get("data", {}).get("text/plain", "")))
+                data = out.get("data", {})
+                parts.append(str(data.get("text/plain", "")))
+                if with_html and "text/html" in data:
+                    parts.append(html.unescape(re.sub(r"<[^>]+>", " ", str(data["text/html"]))))
     return "\n".join(parts)
+
+
+def _words(text):
+    return " ".join(text.split())
+
+
+def _repo_state():
+    """What doing the course could change: `git status` (None outside a git checkout) and every file in
+    notebooks/, ignored ones too, with the tracked notebooks' bytes."""
+    status = None
+    if shutil.which("git"):
+        proc = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=all"],
+                              cwd=REPO, capture_output=True, text=True)
+        if proc.returncode == 0:
+            status = set(proc.stdout.splitlines())
+    files = {str(p.relative_to(NOTEBOOKS_DIR)): p.read_bytes() if p.suffix == ".ipynb" else None
+             for p in NOTEBOOKS_DIR.rglob("*") if p.is_file()}
+    return status, files
+
+
+def _assert_unchanged(before, what):
+    status, files = _repo_state()
+    if before[0] is not None and status is not None:
+        # Only new or changed entries count: other work in the same checkout may commit meanwhile.
+        new = sorted(status - before[0])
+        assert not new, f"{what} changed the repository (git status): {new}"
+    added = sorted(set(files) - set(before[1]))
+    changed = sorted(n for n in files if n in before[1] and files[n] != before[1][n])
+    assert not added and not changed, f"{what} wrote into notebooks/: added {added}, changed {changed}"
+
+
+@pytest.fixture(scope="module")
+def working_copy(tmp_path_factory):
+    """The learner's copy of the course, made by the script `make lab` runs (there into course/)."""
+    before = _repo_state()
+    dest = tmp_path_factory.mktemp("course")
+    proc = subprocess.run([sys.executable, str(NOTEBOOKS_DIR / "prepare_course.py"), str(dest)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in dest.glob("*.ipynb")) == sorted(p.name for p in NOTEBOOKS_DIR.glob("*.ipynb"))
+    _assert_unchanged(before, "preparing the working copy")
+    return dest
 
 
 def test_the_course_is_there():
@@ -79,16 +148,25 @@ def test_lesson_loads_the_magic_first_and_configures_before_import(path):
 
 
 @pytest.mark.kernel
-@pytest.mark.parametrize("path", LESSONS, ids=_ids(LESSONS))
-def test_lesson_runs_and_shows_its_point(path, monkeypatch):
+@pytest.mark.parametrize("path", COURSE, ids=_ids(COURSE))
+def test_notebook_runs_in_the_working_copy_and_shows_its_point(path, working_copy, monkeypatch):
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOKS_DIR)}}).execute()
+    before = _repo_state()
+    copy = working_copy / path.name
+    nb = nbformat.read(copy, as_version=4)
+    NotebookClient(nb, timeout=180, kernel_name="python3",
+                   resources={"metadata": {"path": str(working_copy)}}).execute()
+    nbformat.write(nb, copy)  # saved with its outputs, as JupyterLab saves the learner's copy
+    _assert_unchanged(before, f"running and saving {path.name} in the working copy")
     text = _text(nb)
     missing = [s for s in EXPECTED[path.name[:2]] if s not in text]
     assert not missing, f"{path.name}: outputs lack {missing}"
+    outputs = _words(_text(nb, with_html=True))
+    said = _words("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    unsaid = [s for s in QUOTED.get(path.name[:2], []) if s not in said]
+    unshown = [s for s in QUOTED.get(path.name[:2], []) if s not in outputs]
+    assert not unsaid and not unshown, f"{path.name}: text lacks {unsaid}; outputs lack {unshown}"
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
