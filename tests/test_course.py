@@ -55,6 +55,12 @@ QUOTED = {
 }
 
 
+# TensorFlow's own log as it prints it (tfgpu's folded block reads differently): must not reach a cell.
+RAW_TF_LOG = re.compile(r"absl::InitializeLog|^[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]"
+                        r"|^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]|^(?:INFO|WARNING|ERROR):tensorflow:",
+                        re.M)
+
+
 def _ids(paths):
     return [p.name for p in paths]
 
@@ -150,8 +156,9 @@ def test_lesson_loads_the_magic_first_and_configures_before_import(path):
 @pytest.mark.kernel
 @pytest.mark.parametrize("path", COURSE, ids=_ids(COURSE))
 def test_notebook_runs_in_the_working_copy_and_shows_its_point(path, working_copy, monkeypatch):
+    # As a learner has it: no PYTHONUNBUFFERED, and TensorFlow's log at its default level.
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
-    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     before = _repo_state()
     copy = working_copy / path.name
     nb = nbformat.read(copy, as_version=4)
@@ -170,6 +177,9 @@ def test_notebook_runs_in_the_working_copy_and_shows_its_point(path, working_cop
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        streams = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        raw = RAW_TF_LOG.search(streams)
+        assert raw is None, f"{path.name}: TensorFlow's raw log in {cell.source[:60]!r}: {raw.group(0)!r}"
         errors = [o for o in cell.outputs if o.output_type == "error"]
         tagged = "raises-exception" in cell.metadata.get("tags", [])
         assert tagged or not errors, f"{path.name}: untagged cell failed: {cell.source[:80]!r}"
