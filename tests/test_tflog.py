@@ -114,6 +114,6 @@ def test_in_a_kernel_tensorflows_log_is_one_block_and_the_users_lines_pass():
     assert "[warning]" in warned["plain"][0] and "careful: <b>x</b>" in warned["plain"][0]
     assert "&lt;b&gt;x&lt;/b&gt;" in warned["html"][0]
     full = cells[5]["stdout"]
-    assert "absl::InitializeLog" in full and "cpu_feature_guard.cc" in full and "WARNING:tensorflow:careful" in full
+    assert "cpu_feature_guard.cc" in full and "WARNING:tensorflow:careful" in full  # absl's notice: 2.16 on
     assert cells[7]["plain"] == [], cells[7]  # raw: TensorFlow's own handling, no block
     assert cells[8]["stderr"].startswith("UsageError: tfgpu: bad log setting 'bogus'")
