@@ -164,9 +164,9 @@ def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
     return state_module.take(m.controller, list_devices=list_devices, placement=placement)
 
 
-def _show_text(text: str) -> None:
-    """Plain text in a terminal, the same text in a <pre> block in a notebook."""
-    display({"text/plain": text, "text/html": state_module.html_block(text)}, raw=True)
+def _show_text(text: str, page: str) -> None:
+    """The text form in a terminal, its HTML view (tables) in a notebook: one display, both forms."""
+    display({"text/plain": text, "text/html": page}, raw=True)
 
 
 def cmd_status(m, args, line):
@@ -180,7 +180,7 @@ def cmd_devices(m, args, line):
     snap = snapshot(m, list_devices=True)
     if args.json:
         return snap.to_dict()
-    _show_text(snap.devices_text())
+    _show_text(snap.devices_text(), snap.devices_html())
 
 
 def cmd_memory(m, args, line):
@@ -192,7 +192,8 @@ def cmd_memory(m, args, line):
                 # CPUs share one allocator, and some builds do not track it at all.
                 with contextlib.suppress(ValueError, RuntimeError):
                     tf.config.experimental.reset_memory_stats(device.name)
-    _show_text("\n".join(snapshot(m).memory_lines()))
+    snap = snapshot(m)
+    _show_text("\n".join(snap.memory_lines()), snap.memory_html())
 
 
 def cmd_export(m, args, line):

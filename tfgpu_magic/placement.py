@@ -31,7 +31,6 @@ import contextlib
 import ctypes
 import dataclasses
 import errno
-import html
 import os
 import re
 import select
@@ -820,13 +819,10 @@ def _table_text(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: st
     return [indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
 
 
-def _table_html(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    head = "".join(f"<th style='text-align:left'>{html.escape(str(h))}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td style='text-align:left'>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _table_html(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    from .views import table_html  # the one table style of every view (JupyterLab's colours, escaped cells)
+
+    return table_html(header, rows, right)
 
 
 @dataclass(frozen=True, repr=False)
@@ -895,16 +891,15 @@ class CellSummary:
         return "\n".join(lines)
 
     def to_html(self) -> str:
-        parts = [f"<div class='tfgpu-placement'><b>{html.escape(self._title())}</b>"]
-        for f in self.fallbacks:
-            parts.append(
-                "<div style='color:#b00020;font-weight:bold'>&#9888; " + html.escape(f.text()) + "</div>"
-            )
+        from .views import alert, box, caution, title
+
+        parts = [title(self._title())]
+        # A fallback in JupyterLab's error colour, readable (WCAG AA) in its light and dark themes.
+        parts += [alert(f.text()) for f in self.fallbacks]
         if self.rows:
-            parts.append(_table_html(("device", "op type", "executed", "placed"), self._cells()))
-        parts += [f"<div><i>note: {html.escape(n)}</i></div>" for n in self.notes]
-        parts.append("</div>")
-        return "".join(parts)
+            parts.append(_table_html(("device", "op type", "executed", "placed"), self._cells(), right=(2, 3)))
+        parts += [caution(f"note: {n}") for n in self.notes]
+        return box("placement", *parts)
 
     def __repr__(self) -> str:
         return self.to_text()
@@ -947,8 +942,10 @@ class RecordTable:
         return "\n".join([self._title(), *(_table_text(self._HEADER, self._rows()) if self.records else [])])
 
     def to_html(self) -> str:
-        table = _table_html(self._HEADER, self._rows()) if self.records else ""
-        return f"<div class='tfgpu-placement'><b>{html.escape(self._title())}</b>{table}</div>"
+        from .views import box, title
+
+        table = _table_html(self._HEADER, self._rows(), right=(0,)) if self.records else ""
+        return box("placement", title(self._title()), table)
 
     def __repr__(self) -> str:
         return self.to_text()

@@ -456,7 +456,10 @@ class PlacementController:
         print(f"tfgpu: placement records cleared ({n} removed).")
 
     def _cmd_status(self, rest: list[str]) -> None:
-        print(self.status_text())
+        # One display with both forms: the text in a terminal, the HTML table in a notebook.
+        from IPython.display import display
+
+        display({"text/plain": self.status_text(), "text/html": self.status_html()}, raw=True)
 
     def _cmd_show(self, rest: list[str]) -> None:
         opts = parse_show_options(rest)
@@ -509,14 +512,20 @@ class PlacementController:
         return notes
 
     def status_text(self) -> str:
+        """Sentences within 100 columns; each note starts its own line."""
+        from .views import fit, placement_sentences
+
         s = self.status()
-        at_init = {True: "on", False: "off", None: "not started yet"}[s["tf_log_at_init"]]
-        lines = [
-            f"tfgpu placement: {'on' if s['on'] else 'off'} ({s['route']}); TensorFlow's log at runtime start: "
-            f"{at_init}; {s['records']} records kept, {s['dropped']} dropped (ring buffer of {s['maxlen']})"
-        ]
-        lines += [f"  note: {n}" for n in s["notes"]]
+        sentences = placement_sentences(s)
+        said = len(sentences) - len(s["notes"])
+        lines = fit("tfgpu: " + " ".join(sentences[:said]))
+        lines += [line for n in s["notes"] for line in fit(f"note: {n}", first="  ", indent="    ")]
         return "\n".join(lines)
+
+    def status_html(self) -> str:
+        from .views import placement_status_html
+
+        return placement_status_html(self.status())
 
 
 def parse_show_options(argv: list[str]) -> dict[str, Any]:

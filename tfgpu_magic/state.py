@@ -17,6 +17,7 @@ from .control import Controller, default_controller, environment_notes
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, Unavailable, to_jsonable
 from .runtime import TFState, probe
+from .views import devices_html, fit, memory_html, memory_rows, placement_sentences, status_html, text_table
 
 SCHEMA_VERSION = 1
 
@@ -43,9 +44,10 @@ class Device:
 @dataclass(frozen=True)
 class Memory:
     device: str
-    current_mib: float
-    peak_mib: float
+    current_mib: float | None  # None: TensorFlow keeps no figures for this device's allocator (see note)
+    peak_mib: float | None
     note: str = ""
+    shared_with: str | None = None  # the device whose allocator this one uses: the same figures, counted once
 
 
 @dataclass(frozen=True)
@@ -104,47 +106,64 @@ class Snapshot:
         }
 
     # -- text --------------------------------------------------------------------------------------
+    # Every line within 100 columns (views.WIDTH), broken between words; only a single word longer than a
+    # line (a path, a name without spaces) may overflow.
+    @property
+    def state_note(self) -> str:
+        return _STATE_NOTES[self.tf_state]
+
     def tf_line(self) -> str:
         version = f" {self.tf_version}" if self.tf_version else ""
-        return f"TensorFlow{version}: {self.tf_state.label} ({_STATE_NOTES[self.tf_state]})"
+        return f"TensorFlow{version}: {self.tf_state.label} ({self.state_note})"
 
     def settings_lines(self) -> list[str]:
-        notes = [f"Note: {n}" for n in self.notes]
+        notes = [line for n in self.notes for line in fit(f"Note: {n}")]
         if not self.settings:
             return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
         rows = [(s["setting"], s["asked"], s["status"], s["detail"]) for s in self.settings]
-        return ["Settings:", *_table(("setting", "asked", "status", "detail"), rows), *notes]
+        return ["Settings:", *text_table(("setting", "asked", "status", "detail"), rows), *notes]
 
-    def device_lines(self) -> list[str]:
-        lines = []
+    def physical_sentence(self) -> str:
         if self.physical_devices is None:
-            lines.append("TensorFlow devices: not listed yet (`%tfgpu devices` lists them)")
-        else:
-            phys = ", ".join(_device_label(d) for d in self.physical_devices) or "none"
-            lines.append(f"TensorFlow physical devices: {phys}")
+            return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them)"
+        return "TensorFlow physical devices: " + (", ".join(_device_label(d) for d in self.physical_devices) or "none")
+
+    def logical_sentence(self) -> str | None:
         if self.logical_devices is None:
             if self.tf_state >= TFState.IMPORTED:
-                lines.append("TensorFlow logical devices: appear when the runtime starts (its first operation)")
-        else:
-            lines.append("TensorFlow logical devices: " + (", ".join(d.name for d in self.logical_devices) or "none"))
-        return lines
+                return "TensorFlow logical devices: appear when the runtime starts (its first operation)"
+            return None
+        return "TensorFlow logical devices: " + (", ".join(d.name for d in self.logical_devices) or "none")
 
-    def gpu_lines(self) -> list[str]:
-        if not self.nvml.available:
-            return [f"GPUs (NVML): unavailable: {_na(self.nvml.error)}"]
+    def device_sentences(self) -> list[str]:
+        return [line for line in (self.physical_sentence(), self.logical_sentence()) if line]
 
+    def device_lines(self) -> list[str]:
+        return [line for text in self.device_sentences() for line in fit(text)]
+
+    def nvml_versions(self) -> str:
         def named(label: str, value) -> str:
             # The adapter's details name their field already ("driver version: ..."): no label twice.
             return value.detail if isinstance(value, Unavailable) and value.detail else f"{label} {_na(value)}"
 
-        def figure(value, unit: str) -> str:
-            # A unit belongs to a number; a missing figure reads as its reason alone.
-            return f"{value}{unit}" if isinstance(value, int | float) else _na(value)
+        return f"{named('driver', self.nvml.driver_version)}, {named('CUDA', self.nvml.cuda_driver_version)}"
 
-        versions = f"{named('driver', self.nvml.driver_version)}, {named('CUDA', self.nvml.cuda_driver_version)}"
-        head = f"GPUs (NVML, {versions}):"
+    def kernel_memory_sentences(self) -> list[str]:
+        lines = []
+        for own in self.kernel_gpu_memory:
+            where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
+            lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
+                         f"{_figure(own['used_mib'], ' MiB')}, from {own['source'].replace('_', ' ')}"
+                         + (f" ({own['note']})" if own.get("note") else ""))
+        return lines
+
+    def gpu_lines(self) -> list[str]:
+        if not self.nvml.available:
+            return fit(f"GPUs (NVML): unavailable: {_na(self.nvml.error)}")
+        head = f"GPUs (NVML, {self.nvml_versions()}):"
         if not self.nvml.gpus:
             if self.nvml.error is not None:  # no list because the count failed: "none" would be untrue
+                # One line, unwrapped: the head and why the count failed belong together.
                 return [head + f" unknown: the count could not be read ({_na(self.nvml.error)})"]
             return [head + " none"]
         rows = []
@@ -160,47 +179,58 @@ class Snapshot:
             elif used == total:  # both from one failed call: say why once
                 memory = _na(used)
             else:
-                memory = f"{figure(used, ' MiB')} / {figure(total, ' MiB')}"
+                memory = f"{_figure(used, ' MiB')} / {_figure(total, ' MiB')}"
             procs = gpu.processes
             if isinstance(procs, Unavailable):
                 proc_text = _na(procs)  # the column says these are processes; the detail often does too
             else:
-                proc_text = ", ".join(
-                    f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-                    + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs) or "-"
-            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, figure(gpu.utilization_gpu_pct, "%"),
+                # A list: the column wraps between processes before it wraps inside one.
+                proc_text = [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+                             + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
+            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, _figure(gpu.utilization_gpu_pct, "%"),
                          proc_text))
-        lines = [head, *_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
-                               rows)]
+        lines = [head, *text_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
+                                   rows)]
         if self.numbering.get("note"):
-            lines.append(f"Numbering: {self.numbering['note']}")
-        for own in self.kernel_gpu_memory:
-            where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
-            lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
-                         f"{figure(own['used_mib'], ' MiB')}, from {own['source'].replace('_', ' ')}"
-                         + (f" ({own['note']})" if own.get("note") else ""))
+            lines += fit(f"Numbering: {self.numbering['note']}")
+        lines += [line for text in self.kernel_memory_sentences() for line in fit(text)]
         return lines
 
     def memory_lines(self) -> list[str]:
         if self.memory is None:
             return ["TensorFlow memory: nothing allocated yet (the runtime has not started)"]
-        rows = [(m.device, f"{m.current_mib:.1f}", f"{m.peak_mib:.1f}", m.note) for m in self.memory]
-        return ["TensorFlow allocator memory (MiB):", *_table(("device", "current", "peak", "note"), rows)]
+        return ["TensorFlow allocator memory (MiB):",
+                *text_table(("device", "current", "peak", "note"), memory_rows(self.memory), right=(1, 2))]
+
+    def placement_lines(self) -> list[str]:
+        """Placement capture as sentences (what it does, what it keeps), then each of its notes."""
+        if not self.placement:
+            return []
+        sentences = placement_sentences(self.placement)
+        notes = len(self.placement.get("notes") or ())
+        said = sentences[:len(sentences) - notes]
+        return fit(" ".join(said)) + [line for n in sentences[len(said):] for line in fit(n, first="  ", indent="    ")]
 
     def devices_text(self) -> str:
-        return "\n".join([self.tf_line(), *self.device_lines(), *self.gpu_lines()])
+        return "\n".join([*fit(self.tf_line()), *self.device_lines(), *self.gpu_lines()])
 
     def to_text(self) -> str:
-        lines = [self.tf_line(), *self.settings_lines(), *self.device_lines(), *self.gpu_lines()]
-        if self.placement:
-            lines.append("Placement capture: " + ", ".join(f"{k}={v}" for k, v in self.placement.items()))
+        lines = [*fit(self.tf_line()), *self.settings_lines(), *self.device_lines(), *self.gpu_lines(),
+                 *self.placement_lines()]
         return "\n".join(lines)
 
     def _repr_pretty_(self, printer, cycle):
         printer.text(self.to_text())
 
+    # -- HTML (views.py renders; these name the views a notebook shows) ---------------------------------
     def _repr_html_(self) -> str:
-        return html_block(self.to_text())
+        return status_html(self)
+
+    def devices_html(self) -> str:
+        return devices_html(self)
+
+    def memory_html(self) -> str:
+        return memory_html(self)
 
 
 def _na(value) -> str:
@@ -211,16 +241,15 @@ def _na(value) -> str:
     return str(value)
 
 
+def _figure(value, unit: str) -> str:
+    # A unit belongs to a number; a missing figure reads as its reason alone.
+    return f"{value}{unit}" if isinstance(value, int | float) else _na(value)
+
+
 def _device_label(device: Device) -> str:
     if device.physical_index is not None:
         return f"{device.name} (physical GPU {device.physical_index})"
     return device.name
-
-
-def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths)
-    return [fmt.format(*header).rstrip(), *(fmt.format(*map(str, r)).rstrip() for r in rows)]
 
 
 def html_block(text: str) -> str:
@@ -292,22 +321,46 @@ def _kernel_gpu_memory(snap: NvmlSnapshot, names: dict[int, str], memory) -> tup
         if snap.available else "NVML is unavailable"
     return tuple({"physical_index": None, "tf_name": m.device, "used_mib": round(m.current_mib, 1),
                   "source": "tensorflow_allocator", "note": f"{why}; the CUDA context is not counted"}
-                 for m in memory if m.device.startswith("GPU"))
+                 for m in memory if m.device.startswith("GPU") and m.current_mib is not None)
 
 
 def _memory(tf, logical: tuple[Device, ...]):
-    seen_cpu = False
+    """Allocator figures per logical device, every one listed. TensorFlow gives every logical CPU one allocator
+    (ProcessState's, per NUMA node, and NUMA is off by default): CPU:1 and on report CPU:0's figures, which a
+    view shows once. Where TensorFlow keeps no figures, none are made up: the note says why."""
+    first_cpu: Memory | None = None
     for device in logical:
-        if device.device_type == "CPU":
-            if seen_cpu:  # all logical CPUs share one allocator: report it once
-                continue
-            seen_cpu = True
-        elif device.device_type != "GPU":
+        if device.device_type not in ("CPU", "GPU"):
             continue
         try:
             info = tf.config.experimental.get_memory_info(device.name)
+            current, peak, why = info["current"] / 2**20, info["peak"] / 2**20, ""
         except (ValueError, RuntimeError) as err:
-            yield Memory(device.name, 0.0, 0.0, f"unavailable: {err}")
+            current = peak = None
+            why = _no_figures(device, str(err))
+        if device.device_type == "GPU":
+            yield Memory(device.name, current, peak, why)
             continue
-        note = "shared by every logical CPU" if device.device_type == "CPU" else ""
-        yield Memory(device.name, info["current"] / 2**20, info["peak"] / 2**20, note)
+        if first_cpu is None:
+            cpus = sum(d.device_type == "CPU" for d in logical)
+            shared = "one allocator, shared by every logical CPU" if cpus > 1 and not why else ""
+            first_cpu = Memory(device.name, current, peak, why or shared)
+            yield first_cpu
+        elif (current, peak) == (first_cpu.current_mib, first_cpu.peak_mib):
+            note = f"shares {first_cpu.device}'s allocator" + (": no figures either" if current is None else "")
+            yield Memory(device.name, current, peak, note, shared_with=first_cpu.device)
+        else:  # figures of its own: an allocator of its own (a NUMA node of its own)
+            yield Memory(device.name, current, peak, why)
+
+
+def _no_figures(device: Device, error: str) -> str:
+    if device.device_type == "CPU" and "not available" in error:
+        # TensorFlow's plain CPU allocator keeps no statistics; its BFC allocator does (and so does oneDNN's,
+        # the default in x86 builds). TensorFlow reads the variable once, when its runtime starts.
+        set_already = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
+        fix = ("TF_CPU_ALLOCATOR_USE_BFC=true was set after TensorFlow's runtime started; restart the kernel "
+               "with it in the environment" if set_already else
+               "for figures, put TF_CPU_ALLOCATOR_USE_BFC=true in the environment before TensorFlow's runtime "
+               "starts (restart the kernel) and every logical CPU reports the one allocator they share")
+        return f"no figures: TensorFlow's CPU allocator keeps none in this configuration; {fix}"
+    return f"no figures: {error}"

@@ -1,0 +1,388 @@
+"""How the snapshot and placement capture's state read in a notebook (HTML) and, shared with the text forms,
+as sentences and 100-column text. Functions over data already gathered: nothing here asks TensorFlow or
+NVML again, and nothing imports IPython.
+
+Colours and fonts are JupyterLab's CSS variables, so its light and dark themes both work, each with a plain
+fallback for front ends without them (nbviewer, the classic Notebook, GitHub). The fallbacks are chosen for a
+light page: no single colour reaches 4.5:1 against both white and JupyterLab's dark #111. Warnings are not
+written in ``--jp-warn-color0``: light's #e65100 is 3.8:1 on white, below WCAG AA for text; it marks them as
+a stripe instead (3:1 is enough for a mark that is not text), and fallbacks and refusals use
+``--jp-error-color1`` (4.98:1 in light, 5.13:1 in dark). tests/test_views.py measures all of this against the
+installed themes.
+
+Every piece of text that comes from data (GPU and process names, op names, notes, settings) goes through
+``html.escape``; markup is only ever added around escaped text."""
+
+from __future__ import annotations
+
+import html
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .nvml import Unavailable
+
+if TYPE_CHECKING:
+    from .state import Memory, Snapshot
+
+# -- colours and fonts --------------------------------------------------------------------------------------
+TEXT = "var(--jp-content-font-color1, inherit)"
+ALERT = "var(--jp-error-color1, #c62828)"  # text: refused settings, placement fallbacks
+CAUTION_STRIPE = "var(--jp-warn-color0, #e65100)"  # a mark beside a caution, never text
+RULE = "var(--jp-border-color2, #e0e0e0)"
+HEAD_RULE = "var(--jp-border-color1, #bdbdbd)"
+FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
+FONT_SIZE = "var(--jp-ui-font-size1, 13px)"
+
+_BOX = (f"font-family:{FONT};font-size:{FONT_SIZE};color:{TEXT};line-height:1.45;text-align:left;"
+        "max-width:100%;overflow-x:auto")
+# JupyterLab right-aligns rendered table cells and stripes the rows; its stripes would put the alert colour on
+# a darker background (4.4:1 in dark), so rows stay on the page's own. The <table> itself keeps JupyterLab's
+# style (collapsed borders, left in an output) and no attributes.
+_ROW = "background:transparent"
+_CELL = "padding:3px 14px 3px 0;line-height:1.4;word-break:normal;overflow-wrap:break-word"
+_TH = f"{_CELL};vertical-align:bottom;font-weight:600;white-space:nowrap;border-bottom:1px solid {HEAD_RULE}"
+_TD = f"{_CELL};vertical-align:top;white-space:normal;border-bottom:1px solid {RULE}"
+_LEFT = "text-align:left"
+_RIGHT = "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
+_P = "margin:2px 0 6px 0;padding:0;text-align:left"
+_TITLE = "margin:10px 0 2px 0;padding:0;font-weight:600;text-align:left"
+_CAUTION = f"{_P};padding-left:8px;border-left:3px solid {CAUTION_STRIPE}"
+_ALERT = f"{_P};color:{ALERT};font-weight:600"
+
+WIDTH = 100  # the text forms: a terminal, the CLI, IPython without HTML
+
+
+class Markup(str):
+    """HTML built here around escaped text; a table cell that is Markup is not escaped again."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    content: str | Markup
+    span: int = 1
+    style: str = ""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline(text: str) -> Markup:
+    """Escaped text, with `backticked` spans as code (the notes and messages quote commands that way)."""
+    return Markup(_CODE.sub(r"<code>\1</code>", esc(text)))
+
+
+def sentence(text: str) -> str:
+    """A note as a sentence: a capital first letter, a full stop at the end."""
+    text = " ".join(str(text).split())
+    if not text:
+        return text
+    if text[0].islower():
+        text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
+def box(kind: str, *parts: str) -> str:
+    return f"<div class='tfgpu-view tfgpu-{kind}' style=\"{_BOX}\">{''.join(parts)}</div>"
+
+
+def paragraph(text: str, style: str = _P) -> str:
+    return f"<p style=\"{style}\">{inline(text)}</p>"
+
+
+def title(text: str) -> str:
+    return f"<div style=\"{_TITLE}\">{inline(text)}</div>"
+
+
+def caution(text: str) -> str:
+    return paragraph(sentence(text), _CAUTION)
+
+
+def alert(text: str) -> str:
+    """A line the reader must not miss (a placement fallback): the alert colour, bold, and a sign, so colour is
+    not the only cue."""
+    return f"<p style=\"{_ALERT}\">&#9888;&nbsp;{inline(text)}</p>"
+
+
+def table_html(header: Sequence[str], rows: Iterable[Sequence[Any]], right: Iterable[int] = ()) -> str:
+    """A table with a header row. Cells are escaped unless they are Markup (or a Cell holding Markup);
+    columns in ``right`` hold figures and align right."""
+    right = set(right)
+
+    def align(k: int) -> str:
+        return _RIGHT if k in right else _LEFT
+
+    head = "".join(f"<th style=\"{_TH};{align(k)}\">{esc(h)}</th>" for k, h in enumerate(header))
+    body = []
+    for row in rows:
+        cells, k = [], 0
+        for value in row:
+            cell = value if isinstance(value, Cell) else Cell(value)
+            content = cell.content if isinstance(cell.content, Markup) else esc(cell.content)
+            span = f" colspan='{cell.span}'" if cell.span > 1 else ""
+            cells.append(f"<td{span} style=\"{_TD};{align(k)}{';' + cell.style if cell.style else ''}\">"
+                         f"{content}</td>")
+            k += cell.span
+        body.append(f"<tr style=\"{_ROW}\">{''.join(cells)}</tr>")
+    return f"<table><thead><tr style=\"{_ROW}\">{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+# -- text: 100 columns --------------------------------------------------------------------------------------
+def fit(text: str, indent: str = "  ", first: str = "", width: int = WIDTH) -> list[str]:
+    """One paragraph in lines of at most ``width``, broken between words; a word longer than a line (a
+    path, a long name) stays whole, as the one thing that may overflow."""
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[int] = (),
+               width: int = WIDTH, indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell; the last column (a detail, a process list) wraps between words
+    to keep rows within ``width``. A cell may be a list of items (processes): they are joined with commas
+    and wrap between items first."""
+    right = set(right)
+    cells = [[c if isinstance(c, list) else [str(c)] for c in row] for row in [header, *rows]]
+    flat = [[", ".join(c) for c in row] for row in cells]
+    widths = [max(len(row[k]) for row in flat) for k in range(len(header))]
+    lead = len(indent) + sum(w + 2 for w in widths[:-1])
+    # Too little room left: overflow rather than a column of single words; the header stays on one line.
+    room = max(width - lead, 24, len(flat[0][-1]))
+    lines = []
+    for row, joined in zip(cells, flat, strict=True):
+        padded = [s.rjust(w) if k in right else s.ljust(w) for k, (s, w) in enumerate(zip(joined, widths, strict=True))]
+        last = _wrap_items(row[-1], room) if len(joined[-1]) > room else [joined[-1]]
+        lines.append((indent + "  ".join([*padded[:-1], last[0]])).rstrip())
+        lines += [(" " * lead + more).rstrip() for more in last[1:]]
+    return lines
+
+
+def _wrap_items(items: list[str], room: int) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for k, item in enumerate(items):
+        piece = item + ("," if k < len(items) - 1 else "")
+        if line and len(line) + 1 + len(piece) <= room:
+            line = f"{line} {piece}"
+            continue
+        if line:
+            lines.append(line)
+        parts = fit(piece, indent="", width=room)  # an item longer than the column: between its words
+        lines += parts[:-1]
+        line = parts[-1]
+    return [*lines, line]
+
+
+# -- placement capture, in sentences ------------------------------------------------------------------------
+_ROUTES = {
+    "log at import": ": TensorFlow's placement log starts when TensorFlow is imported",
+    "log": ", reading TensorFlow's placement log",
+    "run_metadata": ", reading run metadata only (ops and functions compiled from now on)",
+}
+_ROUTE_WORDS = {"log at import": "TensorFlow's log, from its import", "log": "TensorFlow's placement log",
+                "run_metadata": "run metadata (newly compiled ops)", "none": "nothing yet"}
+
+
+def placement_sentences(status: dict) -> list[str]:
+    """Placement capture's state (``PlacementController.status()``) as sentences: what it does, what it keeps,
+    then its notes. Text: each sentence plain; HTML: each escaped."""
+    mode = status.get("mode")
+    if mode == "on":
+        first = "Placement capture is on" + _ROUTES.get(status.get("route"), ", with nothing to read yet") + "."
+    elif mode == "off":
+        first = "Placement capture is off (`%tfgpu placement on` turns it back on)."
+    else:
+        first = "Placement capture is off: never switched on (`%tfgpu placement on` shows where each op runs)."
+    sentences = [first]
+    records, dropped, maxlen = status.get("records", 0), status.get("dropped", 0), status.get("maxlen", 0)
+    if mode in ("on", "off") or records or dropped:
+        sentences.append(f"{records:,} records kept, {dropped:,} dropped (the ring buffer holds {maxlen:,}).")
+    at_init = status.get("tf_log_at_init")
+    if at_init is not None:
+        sentences.append(f"TensorFlow's placement log was {'on' if at_init else 'off'} when its runtime started.")
+    return sentences + [sentence(n) for n in status.get("notes") or ()]
+
+
+def placement_status_html(status: dict) -> str:
+    """``%tfgpu placement status``: one sentence on what capture does, its figures in a table, its notes."""
+    first, *_ = placement_sentences(status)
+    at_init = {True: "on", False: "off", None: "not started yet"}[status.get("tf_log_at_init")]
+    capture = {"on": "on", "off": "off"}.get(status.get("mode"), "off (never switched on)")
+    row = (capture, _ROUTE_WORDS.get(status.get("route"), str(status.get("route"))),
+           f"{status.get('records', 0):,}", f"{status.get('dropped', 0):,}", f"{status.get('maxlen', 0):,}", at_init)
+    header = ("capture", "reads", "records kept", "dropped", "ring buffer", "TensorFlow's log at its start")
+    notes = [caution(n) for n in status.get("notes") or ()]
+    return box("placement", paragraph(first), table_html(header, [row], right=(2, 3, 4)), *notes)
+
+
+# -- the snapshot ---------------------------------------------------------------------------------------
+_STATUS_WORDS = {"pending": "waiting for import", "unchanged": "already in force", "refused": "refused",
+                 "no_device": "no such device", "no_gpu": "no GPU to apply to", "failed": "failed"}
+_BAD_STATUS = {"refused", "no_device", "failed"}
+
+
+def na(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, Unavailable):
+        return value.detail or value.reason.replace("_", " ")
+    return str(value)
+
+
+def _figure(value: Any, unit: str, thousands: bool = True) -> str:
+    """A number with its unit; a missing figure is its reason alone, without a unit."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return na(value)
+    return f"{value:,}{unit}" if thousands else f"{value}{unit}"
+
+
+def _tf_head(snap: Snapshot) -> str:
+    version = f" {snap.tf_version}" if snap.tf_version else ""
+    return (f"<p style=\"{_P}\"><b>TensorFlow{esc(version)}: {esc(snap.tf_state.label)}.</b> "
+            f"{inline(sentence(snap.state_note))}</p>")
+
+
+def _settings(snap: Snapshot) -> str:
+    if not snap.settings:
+        return paragraph("Settings: none asked (`%tfgpu help` lists them).")
+    rows = []
+    for s in snap.settings:
+        status = str(s.get("status", ""))
+        words = Cell(_STATUS_WORDS.get(status, status),
+                     style=f"color:{ALERT};font-weight:600" if status in _BAD_STATUS else "")
+        rows.append((s.get("setting", ""), s.get("asked", ""), words, sentence(s.get("detail", "")) or ""))
+    return title("Settings") + table_html(("setting", "asked", "status", "detail"), rows)
+
+
+def _gpu_rows(snap: Snapshot) -> list[tuple]:
+    rows = []
+    for gpu in snap.nvml.gpus:
+        tf_name = snap.tf_gpu_names.get(gpu.index, "-")
+        if gpu.error is not None:
+            name = gpu.name if isinstance(gpu.name, str) else "?"
+            rows.append((str(gpu.index), tf_name, name,
+                         Cell(Markup(f"<span style=\"color:{ALERT};font-weight:600\">unavailable:</span> "
+                                     f"{esc(na(gpu.error))}"), span=4, style=_LEFT)))
+            continue
+        used, total = gpu.memory_used_mib, gpu.memory_total_mib
+        if isinstance(used, int) and isinstance(total, int):
+            memory = f"{used:,} / {total:,} MiB"
+        elif used == total:  # both from one failed call: say why once
+            memory = na(used)
+        else:
+            memory = f"{_figure(used, ' MiB')} / {_figure(total, ' MiB')}"
+        procs = gpu.processes
+        if isinstance(procs, Unavailable):
+            processes: str | Markup = na(procs)
+        else:
+            # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
+            processes = Markup("<br>".join(
+                "<span style='white-space:nowrap'>"
+                + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+                      + ("? MiB" if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
+        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, _figure(gpu.utilization_gpu_pct, "%"),
+                     _figure(gpu.temperature_c, " °C"), processes))
+    return rows
+
+
+def _gpus(snap: Snapshot) -> str:
+    nvml = snap.nvml
+    if not nvml.available:
+        return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {na(nvml.error)}"))
+    head = title(f"GPUs (NVML, {snap.nvml_versions()})")
+    if not nvml.gpus:
+        if nvml.error is not None:  # no list because the count failed: "none" would be untrue
+            return head + paragraph(sentence(f"unknown: the count could not be read ({na(nvml.error)})"))
+        return head + paragraph("None.")
+    header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
+              "processes (* = this kernel)")
+    parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
+    if snap.numbering.get("note"):
+        parts.append(caution(f"Numbering: {snap.numbering['note']}"))
+    parts += [paragraph(sentence(line)) for line in snap.kernel_memory_sentences()]
+    return "".join(parts)
+
+
+def _notes(snap: Snapshot) -> list[str]:
+    return [caution(n) for n in snap.notes]
+
+
+def _placement(snap: Snapshot) -> str:
+    if not snap.placement:
+        return ""
+    sentences = placement_sentences(snap.placement)
+    notes = len(snap.placement.get("notes") or ())
+    said = sentences[:len(sentences) - notes]
+    return title("Placement capture") + paragraph(" ".join(said)) + "".join(caution(n) for n in sentences[len(said):])
+
+
+def status_html(snap: Snapshot) -> str:
+    """``%tfgpu status``: TensorFlow's state, the settings, the devices, the GPUs, notes, placement capture."""
+    devices = "".join(paragraph(sentence(line)) for line in snap.device_sentences())
+    return box("status", _tf_head(snap), _settings(snap), title("Devices"), devices, _gpus(snap), *_notes(snap),
+               _placement(snap))
+
+
+def devices_html(snap: Snapshot) -> str:
+    """``%tfgpu devices``: TensorFlow's physical and logical devices with nvidia-smi's numbers, and the GPUs."""
+    rows = []
+    for kind, devices in (("physical", snap.physical_devices), ("logical", snap.logical_devices)):
+        for device in devices or ():
+            physical = _physical_index(snap, device)
+            rows.append((device.name, device.device_type, kind, "" if physical is None else str(physical)))
+    parts = [_tf_head(snap), title("TensorFlow devices")]
+    if rows:
+        parts.append(table_html(("TensorFlow name", "type", "kind", "nvidia-smi GPU"), rows))
+    # What is not listed, and why (listing it would start what the user may still configure).
+    if snap.physical_devices is None:
+        parts.append(paragraph(sentence(snap.physical_sentence())))
+    elif snap.logical_devices is None and snap.logical_sentence():
+        parts.append(paragraph(sentence(snap.logical_sentence())))
+    return box("devices", *parts, _gpus(snap), *_notes(snap))
+
+
+def _physical_index(snap: Snapshot, device) -> int | None:
+    """nvidia-smi's number of a TensorFlow device: physical GPUs carry it; a logical GPU has its physical
+    GPU's name unless a virtual split makes several logical GPUs of one."""
+    if device.device_type != "GPU":
+        return None
+    if device.kind == "physical":
+        return device.physical_index
+    logical_gpus = [d for d in snap.logical_devices or () if d.device_type == "GPU"]
+    if len(logical_gpus) != len(snap.tf_gpu_names):
+        return None
+    return next((index for index, name in snap.tf_gpu_names.items() if name == device.name), None)
+
+
+def memory_figure(value: float | None) -> str:
+    """MiB with one decimal; an amount too small for it is "< 0.1" and nothing at all "0", never a made-up
+    "0.0"; None is no figure."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "0"
+    if 0 < value < 0.05:
+        return "< 0.1"
+    return f"{value:,.1f}"
+
+
+def memory_rows(memory: Sequence[Memory]) -> list[tuple[str, str, str, str]]:
+    """Per logical device: current, peak, note. A device sharing another's allocator shows no figures of
+    its own (they are the other's, and would be counted twice)."""
+    return [(m.device, "" if m.shared_with else memory_figure(m.current_mib),
+             "" if m.shared_with else memory_figure(m.peak_mib),
+             m.note or (f"shares {m.shared_with}'s allocator" if m.shared_with else "")) for m in memory]
+
+
+def memory_html(snap: Snapshot) -> str:
+    """``%tfgpu memory``: TensorFlow's allocator per logical device, current and peak MiB."""
+    if snap.memory is None:
+        return box("memory", paragraph(sentence(snap.memory_lines()[0])))
+    rows = [(d, c, p, sentence(n) if n else "") for d, c, p, n in memory_rows(snap.memory)]
+    return box("memory", title("TensorFlow allocator memory (MiB)"),
+               table_html(("device", "current MiB", "peak MiB", "note"), rows, right=(1, 2)))
