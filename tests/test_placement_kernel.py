@@ -168,6 +168,6 @@ def test_printf_channel_alone_lands_in_its_cell():
     )
     assert re.search(r"CPU:0\s+Square\s+1\s+1", "".join(out[1]["plain"])), out[1]
     assert out[2]["stdout"] == "next cell\n" and out[2]["stderr"] == ""
-    assert "TF_CPP_MIN_LOG_LEVEL=2 hides" in out[3]["stdout"]
+    assert "TF_CPP_MIN_LOG_LEVEL=2 hides" in "".join(out[3]["plain"])  # a display, text and HTML
     for cell in out:
         assert not RAW.search(cell["stdout"] + cell["stderr"])
