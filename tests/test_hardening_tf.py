@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import SHELL_PRELUDE, run_tf, tf_env
 
 NO_COLOR = SHELL_PRELUDE.replace('_c.HistoryManager.hist_file = ":memory:"',
@@ -61,8 +62,12 @@ print("cpus", len(tf.config.list_logical_devices("CPU")))
     assert proc.stdout.strip().splitlines()[-1] == "cpus 2"
 
 
-def test_configure_and_snapshot_from_a_thread_while_tensorflow_imports():
-    proc = run_tf("""
+@pytest.mark.parametrize("warm", [True, False], ids=["core-loaded", "first-call-during-import"])
+def test_configure_and_snapshot_from_a_thread_while_tensorflow_imports(warm):
+    """A thread polls snapshot() and configure() while the main thread imports TensorFlow. Warm: its first
+    call came before, so it sees the half-imported module and must say "importing". Cold: its first call
+    (which imports tfgpu's core) races the import: it must wait, not deadlock in CPython's import locks."""
+    proc = run_tf(f"""
 import threading, time, collections
 import tfgpu_magic
 seen, errors = collections.Counter(), []
@@ -70,6 +75,9 @@ started = threading.Event()
 stop = threading.Event()
 
 def poke():
+    if {warm}:
+        tfgpu_magic.snapshot()
+        tfgpu_magic.configure(cpus=2)
     started.set()
     while not stop.is_set():
         try:
@@ -88,11 +96,38 @@ worker.join()
 print("errors", errors[:3])
 print("states", sorted(seen))
 print("cpus", len(tf.config.list_logical_devices("CPU")))
-""")
+""", timeout=150)
     out = proc.stdout
     assert "errors []" in out, out
-    assert "'importing'" in out, out  # the snapshot saw the half-imported module and said so
     assert out.strip().splitlines()[-1] == "cpus 2"
+
+
+def test_a_snapshot_during_a_slow_import_says_importing(tmp_path):
+    """Deterministic: a stand-in `tensorflow` whose import takes a second (real TensorFlow spends most of
+    its import inside one C call that holds the GIL, so a poller may never run while it is half made)."""
+    package = tmp_path / "tensorflow"
+    package.mkdir()
+    (package / "__init__.py").write_text("import time\ntime.sleep(1.0)\n__version__ = '0.0-standin'\n")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import threading, collections
+        import tfgpu_magic
+        tfgpu_magic.snapshot()  # the core is loaded before the import starts
+        seen, errors, stop = collections.Counter(), [], threading.Event()
+        def poll():
+            while not stop.is_set():
+                try:
+                    seen[tfgpu_magic.snapshot().to_dict()["tensorflow"]["state"]] += 1
+                except Exception as err:
+                    errors.append(repr(err))
+        worker = threading.Thread(target=poll)
+        worker.start()
+        import tensorflow
+        stop.set()
+        worker.join()
+        print(errors, sorted(seen))
+        """)], capture_output=True, text=True, timeout=60, env={**tf_env(), "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().startswith("[] ") and "'importing'" in proc.stdout, proc.stdout
 
 
 def test_device_cell_errors_look_exactly_like_a_plain_cells():

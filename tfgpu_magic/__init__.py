@@ -6,6 +6,9 @@ never starts a thread. The heavy parts load on first use.
 
 from __future__ import annotations
 
+import _thread
+import sys
+
 __version__ = "0.1.0"
 
 
@@ -20,7 +23,6 @@ _NOT_THE_USER = ("tfgpu_magic", "importlib", "IPython", "traitlets", "decorator"
 def warn(message: str) -> None:
     """Warn with the location of the user's own line (the cell, the script), not of this package's
     source: the frame that called into tfgpu, or that imported TensorFlow."""
-    import sys
     import warnings
 
     def internal(frame) -> bool:  # the frames `warnings` itself leaves out when it counts stacklevel
@@ -48,22 +50,74 @@ def unload_ipython_extension(ipython):
     unload_extension(ipython)
 
 
+# These run in any thread, maybe while another imports TensorFlow: they import nothing that might not be
+# loaded yet (the `importlib` package itself may not be), using the always-present frozen bootstrap.
+_bootstrap = sys.modules.get("_frozen_importlib")
+
+
+def importing_tensorflow_elsewhere() -> bool:
+    """True while another thread runs `import tensorflow` (the module is in sys.modules, half made)."""
+    spec = getattr(sys.modules.get("tensorflow"), "__spec__", None)
+    if not getattr(spec, "_initializing", False):
+        return False
+    try:  # importlib's per-module lock knows which thread is importing
+        ref = _bootstrap._module_locks.get("tensorflow")
+        lock = ref() if ref is not None else None
+        return not (lock is not None and getattr(lock, "owner", None) == _thread.get_ident())
+    except Exception:  # without that machinery, assume another thread
+        return True
+
+
+class _Unguarded:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_loaded_by: set[str] = set()  # the public calls whose first run, which imports the core and pynvml, is over
+
+
+def _apart_from_tensorflow_import(name: str):
+    """CPython's per-module import locks can deadlock when two threads import a package and its submodule
+    in opposite orders: seen here when a thread's first snapshot() imported `html` (or `importlib`) while
+    the main thread's `import tensorflow` reached them through setuptools. So a first call, which imports
+    the core, holds importlib's own lock for `tensorflow`: it waits for an import of TensorFlow under way
+    in another thread, and one starting meanwhile waits for it (re-entrant in the thread that imports
+    TensorFlow, so the import hook never blocks)."""
+    if name in _loaded_by:
+        return _Unguarded()
+    try:
+        return _bootstrap._ModuleLockManager("tensorflow")
+    except Exception:  # private machinery gone: go on unguarded
+        return _Unguarded()
+
+
 def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None):
     """The configuring magics as one call: ``configure(cpus=3, growth=True, limit="2GB")``.
 
     Values take the magics' forms (``visible="1,3"`` or ``[1, 3]``, ``limit="40%"`` or MiB as an
     int, ``virtual="2x2GB"``, ``"off"``). Returns one Outcome per setting given; a bad value raises
     ``ValueError`` (a ``PlanError``) before anything changes."""
-    from .api import configure as _configure
+    with _apart_from_tensorflow_import("configure"):
+        from .api import configure as _configure
 
-    return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, gpu=gpu)
+        try:
+            return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, gpu=gpu)
+        finally:
+            _loaded_by.add("configure")
 
 
 def snapshot(*, list_devices=False):
     """Everything the kernel knows now, as one object with ``to_dict()``, ``to_text()`` and HTML."""
-    from .state import take
+    with _apart_from_tensorflow_import("snapshot"):
+        from .state import take
 
-    return take(list_devices=list_devices)
+        try:
+            return take(list_devices=list_devices)
+        finally:
+            _loaded_by.add("snapshot")
 
 
 __all__ = ["TfgpuWarning", "__version__", "configure", "snapshot"]

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
+from . import importing_tensorflow_elsewhere, warn
 from . import nvml as nvml_module
-from . import warn
 from .numbering import cuda_order
 from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib, has_percent
 from .runtime import (
@@ -124,7 +124,7 @@ class Controller:
         """Another thread is running `import tensorflow`: the module is half made, so wait for it
         (its import hook then applies whatever was pending) instead of touching it."""
         deadline = time.monotonic() + IMPORT_WAIT_S
-        while self.probe().state is TFState.IMPORTING and not _importing_here():
+        while self.probe().state is TFState.IMPORTING and importing_tensorflow_elsewhere():
             if time.monotonic() > deadline:
                 raise PlanError(f"TensorFlow's import in another thread has not finished after {IMPORT_WAIT_S:.0f} s; "
                                 "try again once `import tensorflow` has returned")
@@ -392,18 +392,6 @@ def environment_notes(environ) -> list[str]:
         notes.append("TF_GPU_ALLOCATOR=cuda_malloc_async: CUDA's allocator replaces TensorFlow's, so `growth` no "
                      "longer applies and a limit becomes the pool size")
     return notes
-
-
-def _importing_here() -> bool:
-    """True when this very thread is running `import tensorflow` (waiting for it would never end)."""
-    try:
-        import importlib._bootstrap as bootstrap
-
-        ref = bootstrap._module_locks.get("tensorflow")
-        lock = ref() if ref is not None else None
-        return lock is not None and getattr(lock, "owner", None) == threading.get_ident()
-    except Exception:  # private machinery: without it, assume another thread
-        return False
 
 
 def _why(error) -> str:
