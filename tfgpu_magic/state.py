@@ -17,7 +17,18 @@ from .control import Controller, default_controller, environment_notes
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, Unavailable, to_jsonable
 from .runtime import TFState, probe
-from .views import devices_html, fit, memory_html, memory_rows, placement_sentences, status_html, text_table
+from .views import (
+    devices_html,
+    figure,
+    fit,
+    memory_html,
+    memory_rows,
+    memory_used_total,
+    placement_sentences,
+    status_html,
+    text_table,
+)
+from .views import na as _na
 
 SCHEMA_VERSION = 1
 
@@ -153,7 +164,7 @@ class Snapshot:
         for own in self.kernel_gpu_memory:
             where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
             lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
-                         f"{_figure(own['used_mib'], ' MiB')}, from {own['source'].replace('_', ' ')}"
+                         f"{figure(own['used_mib'], ' MiB', thousands=False)}, from {own['source'].replace('_', ' ')}"
                          + (f" ({own['note']})" if own.get("note") else ""))
         return lines
 
@@ -173,13 +184,7 @@ class Snapshot:
                 name = gpu.name if isinstance(gpu.name, str) else "?"
                 rows.append((str(gpu.index), tf_name, name, f"unavailable: {_na(gpu.error)}", "", ""))
                 continue
-            used, total = gpu.memory_used_mib, gpu.memory_total_mib
-            if isinstance(used, int) and isinstance(total, int):
-                memory = f"{used} / {total} MiB"
-            elif used == total:  # both from one failed call: say why once
-                memory = _na(used)
-            else:
-                memory = f"{_figure(used, ' MiB')} / {_figure(total, ' MiB')}"
+            memory = memory_used_total(gpu, thousands=False)
             procs = gpu.processes
             if isinstance(procs, Unavailable):
                 proc_text = _na(procs)  # the column says these are processes; the detail often does too
@@ -187,8 +192,8 @@ class Snapshot:
                 # A list: the column wraps between processes before it wraps inside one.
                 proc_text = [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
                              + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
-            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, _figure(gpu.utilization_gpu_pct, "%"),
-                         proc_text))
+            utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False)
+            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, utilization, proc_text))
         lines = [head, *text_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
                                    rows)]
         if self.numbering.get("note"):
@@ -231,19 +236,6 @@ class Snapshot:
 
     def memory_html(self) -> str:
         return memory_html(self)
-
-
-def _na(value) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, Unavailable):
-        return value.detail or value.reason.replace("_", " ")
-    return str(value)
-
-
-def _figure(value, unit: str) -> str:
-    # A unit belongs to a number; a missing figure reads as its reason alone.
-    return f"{value}{unit}" if isinstance(value, int | float) else _na(value)
 
 
 def _device_label(device: Device) -> str:

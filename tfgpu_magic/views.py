@@ -234,11 +234,21 @@ def na(value: Any) -> str:
     return str(value)
 
 
-def _figure(value: Any, unit: str, thousands: bool = True) -> str:
+def figure(value: Any, unit: str, thousands: bool = True) -> str:
     """A number with its unit; a missing figure is its reason alone, without a unit."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return na(value)
     return f"{value:,}{unit}" if thousands else f"{value}{unit}"
+
+
+def memory_used_total(gpu, thousands: bool = True) -> str:
+    """"used / total MiB" of one GPU; when both come from one failed call, its reason once."""
+    used, total = gpu.memory_used_mib, gpu.memory_total_mib
+    if isinstance(used, int) and isinstance(total, int):
+        return f"{figure(used, '', thousands)} / {figure(total, '', thousands)} MiB"
+    if used == total:
+        return na(used)
+    return f"{figure(used, ' MiB', thousands)} / {figure(total, ' MiB', thousands)}"
 
 
 def _tf_head(snap: Snapshot) -> str:
@@ -269,13 +279,7 @@ def _gpu_rows(snap: Snapshot) -> list[tuple]:
                          Cell(Markup(f"<span style=\"color:{ALERT};font-weight:600\">unavailable:</span> "
                                      f"{esc(na(gpu.error))}"), span=4, style=_LEFT)))
             continue
-        used, total = gpu.memory_used_mib, gpu.memory_total_mib
-        if isinstance(used, int) and isinstance(total, int):
-            memory = f"{used:,} / {total:,} MiB"
-        elif used == total:  # both from one failed call: say why once
-            memory = na(used)
-        else:
-            memory = f"{_figure(used, ' MiB')} / {_figure(total, ' MiB')}"
+        memory = memory_used_total(gpu)
         procs = gpu.processes
         if isinstance(procs, Unavailable):
             processes: str | Markup = na(procs)
@@ -285,8 +289,8 @@ def _gpu_rows(snap: Snapshot) -> list[tuple]:
                 "<span style='white-space:nowrap'>"
                 + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
                       + ("? MiB" if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
-        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, _figure(gpu.utilization_gpu_pct, "%"),
-                     _figure(gpu.temperature_c, " °C"), processes))
+        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, figure(gpu.utilization_gpu_pct, "%"),
+                     figure(gpu.temperature_c, " °C"), processes))
     return rows
 
 
@@ -359,7 +363,7 @@ def _physical_index(snap: Snapshot, device) -> int | None:
     return next((index for index, name in snap.tf_gpu_names.items() if name == device.name), None)
 
 
-def memory_figure(value: float | None) -> str:
+def memoryfigure(value: float | None) -> str:
     """MiB with one decimal; an amount too small for it is "< 0.1" and nothing at all "0", never a made-up
     "0.0"; None is no figure."""
     if value is None:
@@ -374,8 +378,8 @@ def memory_figure(value: float | None) -> str:
 def memory_rows(memory: Sequence[Memory]) -> list[tuple[str, str, str, str]]:
     """Per logical device: current, peak, note. A device sharing another's allocator shows no figures of
     its own (they are the other's, and would be counted twice)."""
-    return [(m.device, "" if m.shared_with else memory_figure(m.current_mib),
-             "" if m.shared_with else memory_figure(m.peak_mib),
+    return [(m.device, "" if m.shared_with else memoryfigure(m.current_mib),
+             "" if m.shared_with else memoryfigure(m.peak_mib),
              m.note or (f"shares {m.shared_with}'s allocator" if m.shared_with else "")) for m in memory]
 
 
