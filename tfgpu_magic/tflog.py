@@ -104,10 +104,14 @@ class LogBlock:
         return "\n".join(lines)
 
     def to_html(self) -> str:
+        # The views' colours (views.py measures them against both themes): warnings and errors in the alert
+        # colour, information in the page's own; a stripe marks the block. Imported here: views loads the
+        # NVML dataclasses, which %load_ext must not pay for.
+        from .views import ALERT, CAUTION_STRIPE, FONT, FONT_SIZE, TEXT
+
         shown = self._shown()
         folded = [ln for ln in self.lines if ln not in shown]
-        colour = {"I": "var(--jp-ui-font-color2, #616161)", "W": "var(--jp-warn-color0, #8a5300)",
-                  "E": "var(--jp-error-color0, #b00020)", "F": "var(--jp-error-color0, #b00020)"}[self.highest]
+        loud = self.highest != "I"
         rows = "".join(f"<div><code>{html.escape(line.severity)} {html.escape(line.where)}]</code> "
                        f"{html.escape(line.message)}</div>" for line in shown)
         details = ""
@@ -115,9 +119,12 @@ class LogBlock:
             body = "".join(f"<div><code>{html.escape(line.text)}</code></div>" for line in folded)
             details = (f"<details><summary>{len(folded)} info line{'s' if len(folded) > 1 else ''} folded"
                        f"</summary>{body}</details>")
-        return (f"<div class='tfgpu-tflog' style='border-left:3px solid {colour};padding-left:6px;"
-                f"font-size:var(--jp-content-font-size1, 13px);color:var(--jp-ui-font-color1, inherit)'>"
-                f"<div style='color:{colour};font-weight:bold'>{html.escape(self._title())}</div>{rows}{details}</div>")
+        stripe = CAUTION_STRIPE if loud else "var(--jp-border-color1, #bdbdbd)"
+        title_colour = ALERT if loud else TEXT
+        return (f"<div class='tfgpu-tflog' style='border-left:3px solid {stripe};padding-left:8px;"
+                f"font-family:{FONT};font-size:{FONT_SIZE};color:{TEXT};text-align:left'>"
+                f"<div style='color:{title_colour};font-weight:600'>{html.escape(self._title())}</div>"
+                f"{rows}{details}</div>")
 
     def full_text(self) -> str:
         return "\n".join(line.text for line in self.lines)
