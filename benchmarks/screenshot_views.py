@@ -11,7 +11,7 @@ temporary configuration, data, runtime, settings, workspace and IPython folders,
     %load_ext tfgpu_magic / %tfgpu cpus 2 / %tfgpu growth on / import tensorflow as tf; x = tf.ones((2, 2))
     %tfgpu status / %tfgpu memory / a %%tfgpu device /CPU:7 cell (its fallback warning shows the alert colour)
 
-then photographs the last three cells, switches to JupyterLab Dark through the Settings menu and photographs
+then photographs the last four cells, switches to JupyterLab Dark through the Settings menu and photographs
 them again. It prints the contrast of the warning's colour against the notebook's background, as the browser
 computed them. The kernel gets the environment a user has: no PYTHONUNBUFFERED, no TF_CPP_MIN_LOG_LEVEL.
 Takes about a minute.
@@ -45,7 +45,7 @@ CELLS = [
     "%tfgpu memory",
     "%%tfgpu device /CPU:7\ny = tf.matmul(x, x)",
 ]
-SHOWN = range(4, len(CELLS))  # the cells photographed: status, memory and the fallback warning
+SHOWN = range(3, len(CELLS))  # photographed: the import (its tfgpu line and log block), status, memory, a fallback
 NOTEBOOK = ".jp-NotebookPanel"
 
 

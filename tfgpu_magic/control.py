@@ -307,7 +307,9 @@ class Controller:
         for setting in asked_settings(plan):
             outcome = self.outcomes[setting]
             values = [v for k, v in asked.items() if k.partition("[")[0] == setting]
-            detail = f" ({outcome.detail})" if outcome.detail else ""
+            # "no GPU to apply to" and "already in force" say it all; what was applied, or why not, needs its detail.
+            said = outcome.detail and outcome.status not in (Status.NO_GPU, Status.UNCHANGED)
+            detail = f" ({outcome.detail})" if said else ""
             parts.append(f"{setting} {' '.join(values)}: {outcome.status.value}{detail}")
         return "tfgpu: at `import tensorflow`: " + "; ".join(parts)
 
