@@ -197,6 +197,17 @@ def test_visible_after_import_before_listing_is_applied_and_can_be_reset():
     assert environ == {} and controller.plan == Plan() and tf.calls == []
 
 
+def test_reset_drops_a_visible_that_never_landed_once():
+    # TensorFlow got imported without our hook running (the setting stayed pending), CUDA has not read the
+    # variables yet: reset drops visible and puts the environment back, naming it once.
+    controller, _, environ, probe = _controller(TFState.NOT_IMPORTED)
+    controller.change(Change("visible", VisibleSpec(indices=(1,)), command="%tfgpu visible 1"))
+    controller.unhook()
+    probe["state"] = TFState.IMPORTED
+    assert controller.reset() == ["visible"]
+    assert environ == {} and controller.plan == Plan() and controller.outcomes == {}
+
+
 def test_visible_applied_at_import_is_reported_applied():
     controller, tf, _, probe = _controller(TFState.NOT_IMPORTED)
     controller.change(Change("visible", VisibleSpec(indices=(1,)), command="%tfgpu visible 1"))

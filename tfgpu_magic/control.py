@@ -334,7 +334,8 @@ class Controller:
         dropped = [s for s, o in self.outcomes.items() if o.status not in keep]
         if state < TFState.ENUMERATED and "visible" in self.outcomes and self._saved_env:
             # CUDA has not read CUDA_VISIBLE_DEVICES yet: the variable can still be put back.
-            dropped.append("visible")
+            if "visible" not in dropped:  # a visible that never landed is dropped above already
+                dropped.append("visible")
             self.restore_env(self._saved_env)
             self._saved_env.clear()
         plan = self.plan
