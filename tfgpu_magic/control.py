@@ -228,8 +228,7 @@ class Controller:
             return ("TF_FORCE_GPU_ALLOW_GROWTH=true: TensorFlow grows memory on demand up to this size instead of "
                     "reserving it at start")
         if setting == "growth" and forced == "ignored":
-            return (f"TF_FORCE_GPU_ALLOW_GROWTH={self.environ['TF_FORCE_GPU_ALLOW_GROWTH']} is ignored by "
-                    "TensorFlow (only true or false count)")
+            return _ignored_growth_note(self.environ)
         return ""
 
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None) -> VisibleSpec:
@@ -379,6 +378,11 @@ def _forced_growth(environ) -> bool | str | None:
     return {"true": True, "false": False}.get(value, "ignored")
 
 
+def _ignored_growth_note(environ) -> str:
+    return (f"TF_FORCE_GPU_ALLOW_GROWTH={environ['TF_FORCE_GPU_ALLOW_GROWTH']} is ignored by TensorFlow "
+            "(only true or false count)")
+
+
 def environment_notes(environ) -> list[str]:
     """Sentences on the environment variables that change what the settings do, for every view."""
     notes = []
@@ -389,8 +393,7 @@ def environment_notes(environ) -> list[str]:
     elif forced is False:
         notes.append("TF_FORCE_GPU_ALLOW_GROWTH=false: TensorFlow reserves GPU memory at start whatever `growth` says")
     elif forced == "ignored":
-        notes.append(f"TF_FORCE_GPU_ALLOW_GROWTH={environ['TF_FORCE_GPU_ALLOW_GROWTH']} is ignored by TensorFlow "
-                     "(only true or false count)")
+        notes.append(_ignored_growth_note(environ))
     if environ.get("TF_GPU_ALLOCATOR") == "cuda_malloc_async":
         notes.append("TF_GPU_ALLOCATOR=cuda_malloc_async: CUDA's allocator replaces TensorFlow's, so `growth` no "
                      "longer applies and a limit becomes the pool size")

@@ -6,6 +6,9 @@ from __future__ import annotations
 # TensorFlow parses device and GPU indices as 32-bit ints.
 MAX_INDEX = (1 << 31) - 1
 _SHOWN_CHARS = 40
+# The words a switch takes, in the magic (`growth on`) and in a traitlets option alike.
+ON_WORDS = ("on", "true", "1", "yes")
+OFF_WORDS = ("off", "false", "0", "no")
 
 
 def shown(text: object) -> str:
@@ -32,4 +35,4 @@ def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | Non
     return value if low <= value <= high else None
 
 
-__all__ = ["MAX_INDEX", "shown", "whole_number"]
+__all__ = ["MAX_INDEX", "OFF_WORDS", "ON_WORDS", "shown", "whole_number"]

@@ -13,6 +13,8 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
 from traitlets import Any, observe, validate
 
+from .inputs import OFF_WORDS, ON_WORDS
+
 USAGE = """\
 %tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
 %tfgpu devices                       physical and logical devices; GPUs with physical index and TF name
@@ -130,11 +132,7 @@ class TfgpuMagics(Magics):
 # magic_arguments starts the docstring with "::", an RST literal block marker; %tfgpu? shows plain text.
 TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "").removeprefix("::").lstrip() + "\n" + USAGE
 
-_ON = ("on", "true", "yes", "1")
-_OFF = ("off", "false", "no", "0", "")
-
-
-_LOG_MODES = ("quiet", "all", "raw")  # tflog.MODES, not imported here: %load_ext stays cheap
+_OFF = (*OFF_WORDS, "")  # an empty option means its default, off
 
 
 def _option_value(name: str, value):
@@ -142,12 +140,14 @@ def _option_value(name: str, value):
     Raises ValueError with a one-line ``tfgpu:`` message. The bound is the one ``%tfgpu cpus`` uses
     (plan.parse_count), imported only when a CPU count is actually set, so %load_ext stays cheap."""
     if name == "log_mode":
-        if isinstance(value, str) and value.strip().lower() in _LOG_MODES:
+        from .tflog import MODES  # small, and loaded by %load_ext anyway (the placement face uses it)
+
+        if isinstance(value, str) and value.strip().lower() in MODES:
             return value.strip().lower()
-        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {_short(value)}: expected {', '.join(_LOG_MODES)}")
+        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {_short(value)}: expected {', '.join(MODES)}")
     if name != "default_cpus":
         text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
-        if text in _ON:
+        if text in ON_WORDS:
             return True
         if text in _OFF:
             return False

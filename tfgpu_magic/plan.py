@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
 
-from .inputs import shown, whole_number
+from .inputs import OFF_WORDS, ON_WORDS, shown, whole_number
 
 ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
 
@@ -146,9 +146,9 @@ def parse_visible(text: str) -> VisibleSpec:
 
 def parse_on_off(text: str, *, what: str) -> bool:
     t = (text or "").strip().lower()
-    if t in ("on", "true", "1", "yes"):
+    if t in ON_WORDS:
         return True
-    if t in ("off", "false", "0", "no"):
+    if t in OFF_WORDS:
         return False
     raise PlanError(f"bad value {shown(text)} for {what}: expected on or off")
 
