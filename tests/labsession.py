@@ -1,0 +1,259 @@
+"""A real JupyterLab in a real browser, for tests and benchmarks/screenshot_views.py (no tests in here).
+
+    from labsession import Lab, open_new_notebook, run_cell, cell_output
+
+    with Lab(extra_env={"FAKE_NVML_CONFIG": ...}) as lab, lab.browser_page() as page:
+        open_new_notebook(page)
+        run_cell(page, 0, "%load_ext tfgpu_magic")
+        add_cell_below(page)
+        run_cell(page, 1, "%tfgpu status")
+        expect(cell_output(page, 1)).to_contain_text("TensorFlow")
+
+Needs jupyterlab and playwright in this Python and Chromium at /usr/bin/chromium (Debian: `apt-get install
+chromium`); Playwright's own browser download (`playwright install`) is never used.
+
+The rule for browser tests: call ``require_browser()`` first (or use ``browser_available()`` yourself). Where
+something is missing it skips the test, except with CI=true, where it fails it: CI must run these tests, and a
+skip there would hide that it no longer does.
+
+The page helpers assume one notebook open in the page (the one ``open_new_notebook`` made) and one
+``browser_page`` at a time per thread (Playwright's sync API cannot nest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+# No sandbox: CI runs as root, where Chromium's sandbox refuses to start. No GPU, no background requests:
+# machines without a display or network.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+NOTEBOOK = ".jp-NotebookPanel"
+CELL = f"{NOTEBOOK} .jp-Cell"
+# Removed from the server's (so the kernels') environment: a user's kernel has neither, and
+# PYTHONUNBUFFERED hides the C-level buffering bugs users hit. The others would leak the test runner's state.
+_NOT_A_USERS_ENV = ("PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL", "PYTEST_CURRENT_TEST", "CUDA_VISIBLE_DEVICES")
+
+
+def browser_available() -> str | None:
+    """Why a browser test cannot run here, or None when it can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "needs playwright: pip install -e '.[test]' (no `playwright install`: Debian's chromium is used)"
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        return "needs jupyterlab: pip install -e '.[lab]'"
+    if not Path(CHROMIUM).exists():
+        return f"needs Chromium at {CHROMIUM}: apt-get install chromium"
+    return None
+
+
+def require_browser() -> None:
+    """Skip the calling test when browser_available() says why not; with CI=true fail it instead."""
+    import pytest  # here, not at the top: the screenshot script imports this module without pytest
+
+    reason = browser_available()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true, so browser tests must run: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    # Other servers (other engineers' tests) may run on this machine: never a fixed port.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_settings(settings: Path) -> None:
+    # No "get notified about Jupyter news?" toast over the cells (and no request for it).
+    notification = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+
+
+class Lab:
+    """``jupyter lab`` on 127.0.0.1, a free port and a random token, with its own temporary configuration, data,
+    runtime, IPython, settings, workspace and root folders (nothing of ~/.jupyter is read or written).
+
+    ``extra_env`` is merged last into the server's environment, which its kernels inherit; pass only the
+    variables to add (e.g. ``fakenvml.fake_env(lib_dir, config, base={})``), not a copy of os.environ.
+    The repository root is on PYTHONPATH, so kernels import this checkout's tfgpu_magic.
+    """
+
+    def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90) -> None:
+        self.extra_env = dict(extra_env or {})
+        self.start_timeout = start_timeout
+        self.port = 0
+        self.token = secrets.token_hex(16)
+        self.tmp: Path | None = None
+        self.root: Path | None = None  # the server's root folder: notebooks put here show in the file browser
+        self.server: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Lab:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="tfgpu-lab-"))
+        dirs = {name: self.tmp / name for name in ("config", "data", "runtime", "ipython", "settings", "workspaces",
+                                                   "root")}
+        for path in dirs.values():
+            path.mkdir()
+        self.root = dirs["root"]
+        write_settings(dirs["settings"])
+        env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS_ENV}
+        env.update(JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_DATA_DIR=str(dirs["data"]),
+                   JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), IPYTHONDIR=str(dirs["ipython"]),
+                   JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]), JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]),
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+        env.update(self.extra_env)
+        self.port = free_port()
+        command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+                   f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
+                   f"--ServerApp.root_dir={self.root}"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            command.append("--allow-root")  # CI and containers run as root; Jupyter refuses without it
+        with open(self.tmp / "lab.log", "wb") as log:  # the child keeps its own copy of the descriptor
+            self.server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_until_up(self) -> None:
+        status = f"{self.url}/api/status?token={self.token}"
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited ({self.server.returncode}):\n{self.log_tail()}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(status, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+            time.sleep(0.3)
+        raise RuntimeError(f"jupyter lab did not answer within {self.start_timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        # SIGTERM: the server shuts down cleanly and shuts down its kernels; kill only if it hangs.
+        if self.server is not None and self.server.poll() is None:
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+                self.server.wait()
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the server's log (kernel tracebacks land here too), for failure messages."""
+        with contextlib.suppress(OSError, TypeError):
+            return (self.tmp / "lab.log").read_text(errors="replace")[-chars:]
+        return "(no server log)"
+
+    @contextlib.contextmanager
+    def browser_page(self, width: int = 1280, height: int = 900, device_scale_factor: float = 1) -> Iterator:
+        """Headless Chromium on ``/lab?reset`` (no restored layout) of this server; yields the Playwright page."""
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": width, "height": height},
+                                        device_scale_factor=device_scale_factor)
+                page.goto(f"{self.url}/lab?reset&token={self.token}")
+                yield page
+            finally:
+                browser.close()
+
+
+def open_new_notebook(page, timeout: float = 60_000) -> None:
+    """A new Python notebook from the launcher, once its kernel is idle."""
+    from playwright.sync_api import expect
+
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click(timeout=timeout)
+    page.locator(NOTEBOOK).wait_for(timeout=timeout)
+    # initializing → connecting → idle, about 2 s
+    expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(timeout=timeout)
+
+
+def run_cell(page, index: int, source: str, *, count: int | None = None, timeout: float = 180) -> int:
+    """Replace the text of cell ``index`` with ``source``, run it and wait until it finished; returns its execution
+    count. With ``count`` the prompt must show exactly ``[count]:``. ``timeout`` in seconds (import tensorflow
+    takes a while on a loaded machine)."""
+    from playwright.sync_api import expect
+
+    cell = page.locator(CELL).nth(index)
+    editor = cell.locator(".cm-content")
+    prompt = cell.locator(".jp-InputPrompt")
+    editor.click()
+    page.keyboard.press("Control+a")  # a cell run before keeps its text: replace it
+    page.keyboard.insert_text(source)
+    before = prompt.inner_text().strip()
+    # JupyterLab sometimes silently drops the first run request right after the kernel turns idle (LAB_FACTS 10):
+    # the prompt then stays as it was. Run again until it changes ([*]: when sent, [n]: when done).
+    for attempt in range(3):
+        editor.click()
+        page.keyboard.press("Control+Enter")
+        try:
+            expect(prompt).not_to_have_text(before, timeout=8000)
+            break
+        except AssertionError:
+            if attempt == 2:
+                raise
+    done = re.compile(rf"^\[{count}\]:$" if count is not None else r"^\[\d+\]:$")
+    expect(prompt).to_have_text(done, timeout=timeout * 1000)
+    return int(prompt.inner_text().strip()[1:-2])
+
+
+def add_cell_below(page) -> None:
+    """A new empty code cell below the active one (command mode, then ``b``)."""
+    from playwright.sync_api import expect
+
+    cells = page.locator(CELL)
+    before = cells.count()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    expect(cells).to_have_count(before + 1)
+
+
+def cell_output(page, index: int):
+    """The output area of cell ``index`` (a Locator)."""
+    return page.locator(CELL).nth(index).locator(".jp-OutputArea")
+
+
+def set_theme(page, name: str) -> None:
+    """Switch to ``name`` ("JupyterLab Light", "JupyterLab Dark") through the Settings menu, as a user does."""
+    from playwright.sync_api import expect
+
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-name", name, timeout=30_000)
