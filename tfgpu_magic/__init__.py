@@ -94,7 +94,7 @@ def _apart_from_tensorflow_import(name: str):
         return _Unguarded()
 
 
-def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None):
+def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None, gpu=None):
     """The configuring magics as one call: ``configure(cpus=3, growth=True, limit="2GB")``.
 
     Values take the magics' forms (``visible="1,3"`` or ``[1, 3]``, ``limit="40%"`` or MiB as an
@@ -104,7 +104,8 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
         from .api import configure as _configure
 
         try:
-            return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, gpu=gpu)
+            return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, cpumem=cpumem,
+                              gpu=gpu)
         finally:
             _loaded_by.add("configure")
 

@@ -18,7 +18,8 @@ def _text(value) -> str:
     return str(value)
 
 
-def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, gpu=None) -> tuple[Outcome, ...]:
+def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None,
+              gpu=None) -> tuple[Outcome, ...]:
     target = ALL if gpu is None else parse_index(_text(gpu))
     suffix = "" if gpu is None else f" --gpu {gpu}"
     changes = []
@@ -30,6 +31,8 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
         text = _text(cpus)
         changes.append(Change("cpus", None if text == "off" else parse_count(text, what="CPU count"), ALL,
                               f"cpus {text}"))
+    if cpumem is not None:
+        changes.append(Change("cpumem", parse_on_off(_text(cpumem), what="cpumem"), ALL, f"cpumem {_text(cpumem)}"))
     if growth is not None:
         changes.append(Change("growth", parse_on_off(_text(growth), what="growth"), ALL, f"growth {_text(growth)}"))
     if limit is not None:
@@ -41,7 +44,7 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
         changes.append(Change("virtual", None if text == "off" else parse_virtual(text), target,
                               f"virtual {text}{suffix}"))
     if not changes:
-        raise PlanError("configure() needs at least one of visible, growth, limit, virtual, cpus")
+        raise PlanError("configure() needs at least one of visible, growth, limit, virtual, cpus, cpumem")
     controller = default_controller()
     saved_plan, saved_outcomes = controller.plan, dict(controller.outcomes)
     saved_env = {name: controller.environ.get(name) for name in ENV_VARS}

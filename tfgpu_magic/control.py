@@ -29,7 +29,8 @@ from .runtime import (
     remove_import_hook,
 )
 
-ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+CPU_FIGURES_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
+ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", CPU_FIGURES_VAR)
 IMPORT_WAIT_S = 300.0  # how long a change waits for another thread's `import tensorflow` to finish
 
 
@@ -74,7 +75,7 @@ class Controller:
 
     def adapter(self, tf, state: TFState, snap: nvml_module.NvmlSnapshot | None = None) -> Adapter:
         snap = snap if snap is not None else self.nvml()
-        return Adapter(tf, state, cuda_order(self.environ, snap), snap.memory_totals_mib())
+        return Adapter(tf, state, cuda_order(self.environ, snap), snap.memory_totals_mib(), self.environ)
 
     # -- the one way in --------------------------------------------------------------------------
     def change(self, change: Change) -> Outcome:
@@ -95,12 +96,15 @@ class Controller:
         new_plan = self._planned(change.setting, value, change.gpu)
         note = "; ".join(n for n in (unchecked, self._environment_note(change.setting, value)) if n)
         env = self._visible_env(new_plan.visible) if change.setting == "visible" else {}
+        if change.setting == "cpumem":
+            # Read when the runtime starts: after that, the variable would only mislead.
+            env = {CPU_FIGURES_VAR: "true" if value else None} if state < TFState.INITIALIZED else {}
         if state < TFState.IMPORTED:
             self._commit(new_plan, env)
             outcome = Outcome(change.setting, Status.PENDING, _joined("applied when TensorFlow is imported", note))
             self.outcomes[change.setting] = outcome
             return outcome
-        if env and state >= TFState.ENUMERATED:
+        if change.setting == "visible" and env and state >= TFState.ENUMERATED:
             env = {}  # CUDA has read its variables already; tf.config.set_visible_devices does the work
         tf = self._tensorflow()
         env_changes = {k: v for k, v in env.items() if self.environ.get(k) != v}
@@ -109,7 +113,7 @@ class Controller:
         if outcome.status in (Status.REFUSED, Status.FAILED, Status.NO_DEVICE):
             self.restore_env(old_env)
             raise self._error(change, outcome)
-        if env:  # before enumeration the variables are the whole setting: say which, or that nothing moved
+        if env and change.setting == "visible":  # before enumeration the variables are the whole setting: say which
             value_text = env["CUDA_VISIBLE_DEVICES"] if env["CUDA_VISIBLE_DEVICES"] is not None else "(unset: all)"
             outcome = replace(outcome, status=Status.APPLIED if env_changes else Status.UNCHANGED,
                               detail=f"CUDA_VISIBLE_DEVICES={value_text}; CUDA reads it when TensorFlow first "
@@ -142,6 +146,8 @@ class Controller:
             return plan.with_virtual(gpu, value)
         if setting == "cpus":
             return plan.with_cpus(value)
+        if setting == "cpumem":
+            return plan.with_cpumem(value)
         raise ValueError(f"unknown setting {setting!r}")  # a bug in a face, not a user mistake
 
     def _error(self, change: Change, outcome: Outcome) -> PlanError:
@@ -331,12 +337,18 @@ class Controller:
             return dropped
         keep = {Status.APPLIED, Status.UNCHANGED}
         dropped = [s for s, o in self.outcomes.items() if o.status not in keep]
-        if state < TFState.ENUMERATED and "visible" in self.outcomes and self._saved_env:
-            # CUDA has not read CUDA_VISIBLE_DEVICES yet: the variable can still be put back.
-            if "visible" not in dropped:  # a visible that never landed is dropped above already
-                dropped.append("visible")
-            self.restore_env(self._saved_env)
-            self._saved_env.clear()
+        # Settings made through a variable that TensorFlow has not read yet can still be put back: CUDA reads
+        # CUDA_VISIBLE_DEVICES at enumeration, TensorFlow TF_CPU_ALLOCATOR_USE_BFC when its runtime starts.
+        unread = {"visible": (state < TFState.ENUMERATED, ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")),
+                  "cpumem": (state < TFState.INITIALIZED, (CPU_FIGURES_VAR,))}
+        for setting, (still_unread, names) in unread.items():
+            saved = {n: self._saved_env.pop(n) for n in names if n in self._saved_env}
+            if still_unread and setting in self.outcomes and saved:
+                if setting not in dropped:  # one that never landed is dropped above already
+                    dropped.append(setting)
+                self.restore_env(saved)
+            else:
+                self._saved_env.update(saved)
         plan = self.plan
         for setting in dropped:
             name = _PLAN_FIELDS[setting]
@@ -407,7 +419,8 @@ def _why(error) -> str:
 
 
 # The Plan field behind each setting, for dropping one back to its default.
-_PLAN_FIELDS = {"visible": "visible", "growth": "growth", "cpus": "cpus", "limit": "limits", "virtual": "virtual"}
+_PLAN_FIELDS = {"visible": "visible", "growth": "growth", "cpus": "cpus", "limit": "limits", "virtual": "virtual",
+                "cpumem": "cpumem"}
 
 
 def _needs_inventory(change: Change) -> bool:

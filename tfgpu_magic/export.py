@@ -8,14 +8,20 @@ from .plan import ALL, Percent, Plan, PlanError, format_size, resolve_size
 
 
 def _env_lines(plan: Plan) -> list[str]:
-    if plan.visible is None:
+    if plan.visible is None and plan.cpumem is None:
         return []
-    lines = ["import os", "", "# Physical GPU numbers as nvidia-smi shows them; must be set before TensorFlow starts.",
-             'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"']
-    if plan.visible.every:
-        lines.append('os.environ.pop("CUDA_VISIBLE_DEVICES", None)')
-    else:
-        lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = "{",".join(map(str, plan.visible.indices))}"')
+    lines = ["import os", ""]
+    if plan.visible is not None:
+        lines += ["# Physical GPU numbers as nvidia-smi shows them; must be set before TensorFlow starts.",
+                  'os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"']
+        if plan.visible.every:
+            lines.append('os.environ.pop("CUDA_VISIBLE_DEVICES", None)')
+        else:
+            lines.append(f'os.environ["CUDA_VISIBLE_DEVICES"] = "{",".join(map(str, plan.visible.indices))}"')
+    if plan.cpumem is not None:
+        lines.append("# TensorFlow's CPU allocator keeps memory figures; read when its runtime starts.")
+        lines.append('os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"' if plan.cpumem
+                     else 'os.environ.pop("TF_CPU_ALLOCATOR_USE_BFC", None)')
     return [*lines, ""]
 
 

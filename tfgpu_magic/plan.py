@@ -202,6 +202,8 @@ class Plan:
     limits: tuple[tuple[int | str, int | Percent], ...] = ()
     virtual: tuple[tuple[int | str, tuple[int | Percent, ...]], ...] = ()
     cpus: int | None = None
+    # TF_CPU_ALLOCATOR_USE_BFC: TensorFlow's CPU allocator keeps memory figures (per-cell memory without a GPU).
+    cpumem: bool | None = None
 
     @property
     def limit_map(self) -> dict[int | str, int | Percent]:
@@ -263,6 +265,9 @@ class Plan:
     def with_cpus(self, count: int | None) -> Plan:
         return replace(self, cpus=count)
 
+    def with_cpumem(self, on: bool | None) -> Plan:
+        return replace(self, cpumem=on)
+
     def _check_visible(self, what: str, gpu: int | str) -> None:
         if gpu != ALL and self.visible is not None and not self.visible.every and gpu not in self.visible.indices:
             raise PlanError(f"{what} on GPU {gpu}: `visible {self.visible}` hides that GPU from TensorFlow, so the "
@@ -287,6 +292,8 @@ class Plan:
             out.append(("visible", str(self.visible)))
         if self.cpus is not None:
             out.append(("cpus", str(self.cpus)))
+        if self.cpumem is not None:
+            out.append(("cpumem", "on" if self.cpumem else "off"))
         if self.growth is not None:
             out.append(("growth", "on" if self.growth else "off"))
         for gpu, size in self.limits:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import importlib.abc
 import importlib.util
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -241,8 +242,9 @@ class Adapter:
     """
 
     def __init__(self, tf, state: TFState, gpu_order: list[int] | None = None,
-                 totals_mib: dict[int, int] | None = None):
+                 totals_mib: dict[int, int] | None = None, environ=None):
         self.tf = tf
+        self.environ = os.environ if environ is None else environ
         self.state = state
         self.gpu_order = gpu_order
         self.totals_mib = totals_mib or {}
@@ -269,6 +271,8 @@ class Adapter:
             return self._growth(plan)
         if setting in ("limit", "virtual"):
             return self._logical(plan)
+        if setting == "cpumem":
+            return self._cpumem(plan)
         raise ValueError(f"unknown setting {setting!r}")  # a bug in the caller
 
     def apply(self, setting: str, plan: Plan) -> Outcome:
@@ -322,6 +326,25 @@ class Adapter:
         if (len(current) if current else 1) == count:
             return _Step(Status.APPLIED, detail)
         return _Step(Status.APPLIED, detail, [_logical_call(self.tf, cpu, None if count == 1 else [None] * count)])
+
+    def _cpumem(self, plan: Plan) -> _Step:
+        """TF_CPU_ALLOCATOR_USE_BFC is read when the runtime starts (measured: set after `import tensorflow`, before
+        the first op, it works). The controller sets the variable; after the start only the effect can be read."""
+        if plan.cpumem is None:
+            return _Step(Status.APPLIED)
+        word = "true" if plan.cpumem else "unset"
+        if self.state < TFState.INITIALIZED:
+            return _Step(Status.APPLIED, f"TF_CPU_ALLOCATOR_USE_BFC={word}; TensorFlow reads it when its runtime "
+                         "starts", by_env=True)
+        keeps = cpu_figures_available(self.tf)
+        if plan.cpumem and not keeps:
+            return _Step(Status.APPLIED, "", [_Call(lambda: None, "TF_CPU_ALLOCATOR_USE_BFC=true before it starts")])
+        if not plan.cpumem and keeps and self.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1"):
+            return _Step(Status.APPLIED, "", [_Call(lambda: None, "TF_CPU_ALLOCATOR_USE_BFC unset before it starts")])
+        if plan.cpumem:
+            return _Step(Status.APPLIED, "TensorFlow's CPU allocator keeps figures")
+        return _Step(Status.APPLIED, "TensorFlow's CPU allocator keeps figures anyway (oneDNN's, the default on x86)"
+                     if keeps else "")
 
     def _growth(self, plan: Plan) -> _Step:
         if plan.growth is None:
@@ -377,6 +400,16 @@ class Adapter:
         return _Step(Status.APPLIED, detail, calls, per_gpu=tuple((p, f"GPU {p}: {t}") for p, t in shown))
 
 
+def cpu_figures_available(tf) -> bool:
+    """Whether TensorFlow's CPU allocator keeps figures (BFC, or oneDNN's). Only call once the runtime started:
+    asking starts it."""
+    try:
+        tf.config.experimental.get_memory_info("CPU:0")
+        return True
+    except (ValueError, RuntimeError):
+        return False
+
+
 def asked_settings(plan: Plan) -> list[str]:
     """The settings a plan says something about, in the order they must be applied: visibility
     decides which GPUs the others touch."""
@@ -385,6 +418,8 @@ def asked_settings(plan: Plan) -> list[str]:
         asked.append("visible")
     if plan.cpus is not None:
         asked.append("cpus")
+    if plan.cpumem is not None:
+        asked.append("cpumem")
     if plan.growth is not None:
         asked.append("growth")
     if plan.limits:

@@ -249,9 +249,11 @@ def html_block(text: str) -> str:
 
 
 def take(controller: Controller | None = None, *, list_devices: bool = False, nvml: NvmlSnapshot | None = None,
-         placement: dict | None = None) -> Snapshot:
+         placement: dict | None = None, peaks: dict[str, float] | None = None) -> Snapshot:
     """Read everything once. ``list_devices`` lets it list TensorFlow's physical devices when TF is
-    imported but has not listed them yet (it never starts the runtime)."""
+    imported but has not listed them yet (it never starts the runtime). ``peaks``: the highest peak per
+    device over the recent cells (the live model resets TensorFlow's own peak before each cell), so a
+    peak shown is the peak since the runtime started or the last ``memory --reset``."""
     controller = controller or default_controller()
     state_probe = probe()
     state = state_probe.state
@@ -279,7 +281,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
     if tf is not None and state >= TFState.INITIALIZED:
         logical = tuple(Device(d.name.replace("/device:", "").replace("/job:localhost/replica:0/task:0", ""),
                                d.device_type, "logical") for d in tf.config.list_logical_devices())
-        memory = tuple(_memory(tf, logical))
+        memory = tuple(_with_peaks(_memory(tf, logical), peaks or {}))
     return Snapshot(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
         numbering=_numbering(controller.environ, snap, order), notes=tuple(environment_notes(controller.environ)),
@@ -345,14 +347,22 @@ def _memory(tf, logical: tuple[Device, ...]):
             yield Memory(device.name, current, peak, why)
 
 
+def _with_peaks(memory, peaks: dict[str, float]):
+    for m in memory:
+        peak = peaks.get(m.shared_with or m.device, 0)  # a logical CPU sharing CPU:0's allocator has its figures
+        if m.peak_mib is not None and peak > m.peak_mib:
+            m = Memory(m.device, m.current_mib, peak, m.note, m.shared_with)
+        yield m
+
+
 def _no_figures(device: Device, error: str) -> str:
     if device.device_type == "CPU" and "not available" in error:
         # TensorFlow's plain CPU allocator keeps no statistics; its BFC allocator does (and so does oneDNN's,
         # the default in x86 builds). TensorFlow reads the variable once, when its runtime starts.
         set_already = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
-        fix = ("TF_CPU_ALLOCATOR_USE_BFC=true was set after TensorFlow's runtime started; restart the kernel "
-               "with it in the environment" if set_already else
-               "for figures, put TF_CPU_ALLOCATOR_USE_BFC=true in the environment before TensorFlow's runtime "
-               "starts (restart the kernel) and every logical CPU reports the one allocator they share")
+        fix = ("TF_CPU_ALLOCATOR_USE_BFC=true was set after TensorFlow's runtime started; restart the kernel and "
+               "run `%tfgpu cpumem on` first" if set_already else
+               "for figures, restart the kernel and run `%tfgpu cpumem on` before TensorFlow's first operation (it "
+               "sets TF_CPU_ALLOCATOR_USE_BFC=true); every logical CPU then reports the one allocator they share")
         return f"no figures: TensorFlow's CPU allocator keeps none in this configuration; {fix}"
     return f"no figures: {error}"
