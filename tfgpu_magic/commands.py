@@ -69,6 +69,7 @@ _PARSERS = {
     "limit": _parser("limit", "size", gpu=True),
     "virtual": _parser("virtual", "spec", gpu=True),
     "cpus": _parser("cpus", "count"),
+    "cpumem": _parser("cpumem", "state"),
 }
 _PARSERS["visible"].add_argument("--min-free", default=None, action=_Once,
                                  help="with auto: only GPUs with this much free")
@@ -100,7 +101,7 @@ def dispatch(m, line: str, cell: str | None):
                          "(`%tfgpu help` explains each)")
     handler = globals()[f"cmd_{name}"]
     try:
-        if name in ("placement", "device", "log"):
+        if name in ("placement", "device", "log", "panel"):
             return handler(m, argv, cell)
         return handler(m, _PARSERS[name].parse_args(argv), line)
     except PlanError as err:
@@ -153,6 +154,10 @@ def cmd_cpus(m, args, line):
     _configure(m, "cpus", count, f"%tfgpu {line.strip()}")
 
 
+def cmd_cpumem(m, args, line):
+    _configure(m, "cpumem", parse_on_off(args.state, what="cpumem"), f"%tfgpu {line.strip()}")
+
+
 def cmd_reset(m, args, line):
     dropped = m.controller.reset()
     print("tfgpu: reset: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing was waiting"))
@@ -161,7 +166,9 @@ def cmd_reset(m, args, line):
 # -- views -------------------------------------------------------------------------------------
 def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
     placement = m.placement.status() if m.placement is not None else None
-    return state_module.take(m.controller, list_devices=list_devices, placement=placement)
+    live = getattr(m, "_live", None) or getattr(m, "live", None)
+    return state_module.take(m.controller, list_devices=list_devices, placement=placement,
+                             peaks=live.peaks() if live is not None else None)
 
 
 def _show_text(text: str, page: str) -> None:
@@ -184,6 +191,7 @@ def cmd_devices(m, args, line):
 
 
 def cmd_memory(m, args, line):
+    live = getattr(m, "live", None)
     state = probe().state
     if args.reset and state >= TFState.INITIALIZED:
         tf = sys.modules["tensorflow"]
@@ -192,8 +200,17 @@ def cmd_memory(m, args, line):
                 # CPUs share one allocator, and some builds do not track it at all.
                 with contextlib.suppress(ValueError, RuntimeError):
                     tf.config.experimental.reset_memory_stats(device.name)
+        if live is not None:
+            live.reset_peaks()
     snap = snapshot(m)
-    _show_text("\n".join(snap.memory_lines()), snap.memory_html())
+    if live is None:
+        _show_text("\n".join(snap.memory_lines()), snap.memory_html())
+        return
+    from .live_html import cells_html, cells_text
+
+    cells, memory = live.cells(), {"devices": snap.to_dict()["tensorflow"]["memory"]}
+    _show_text("\n".join([*snap.memory_lines(), "", *cells_text(cells, memory)]),
+               snap.memory_html() + cells_html(cells, memory))
 
 
 def cmd_export(m, args, line):
@@ -257,3 +274,29 @@ def cmd_device(m, argv, cell):
     if m.placement is None:
         raise UsageError("tfgpu: placement capture is not available in this installation")
     return m.placement.run_cell_on_device(argv[0], cell)
+
+
+def cmd_panel(m, argv, cell):
+    if argv not in ([], ["--close"]):
+        raise UsageError(f"tfgpu: panel takes nothing or --close, not {shown(' '.join(argv))}; "
+                         "`%tfgpu panel` shows the live panel, `%tfgpu panel --close` closes every one")
+    if argv == ["--close"]:
+        from .panel import close_all
+
+        closed = close_all()
+        if getattr(m, "_live", None) is not None:
+            m._live.stop()
+        print(f"tfgpu: closed {closed} panel(s); the refresh has stopped")
+        return None
+    if getattr(getattr(m, "shell", None), "kernel", None) is None:
+        # A terminal (or any shell without a kernel) cannot show widgets: the same facts as text.
+        print(snapshot(m).to_text())
+        print("tfgpu: the live panel needs a notebook front end (JupyterLab, Notebook 7, VS Code); "
+              "this is `%tfgpu status`")
+        return None
+    from .panel import Panel
+
+    if m._panel is None or m._panel.closed:
+        m._panel = Panel(model=m.live, magics=m)
+    display(m._panel)  # a second display is a second view of the same panel
+    return None

@@ -53,6 +53,10 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cpus": ("Split the CPU into N logical devices, so tf.device and MirroredStrategy lessons run without "
              "a GPU. Takes effect when TensorFlow is imported.",
              ("%tfgpu cpus 3", "%tfgpu cpus off")),
+    "cpumem": ("TensorFlow's CPU allocator keeps memory figures (TF_CPU_ALLOCATOR_USE_BFC=true), so `%tfgpu memory` "
+               "and the panel show per-cell memory on a machine without a GPU. Takes effect when TensorFlow's "
+               "runtime starts.",
+               ("%tfgpu cpumem on", "%tfgpu cpumem off")),
     "placement": ("Capture TensorFlow's placement log into the notebook: each cell then shows where its ops "
                   "ran. show lists the records kept, filtered by --device, --op, --cell; clear drops them.",
                   ("%tfgpu placement on", "%tfgpu placement show --device GPU:0 --op MatMul",
@@ -63,6 +67,11 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory": ("TensorFlow's allocator figures per logical device, current and peak; --reset starts the "
                "peaks again.",
                ("%tfgpu memory", "%tfgpu memory --reset")),
+    "panel": ("The live panel (ipywidgets): devices in both numberings, each GPU's memory (what TensorFlow reserved "
+              "against what it uses) with a chart of the last minutes, the recent cells' memory, the placement log, "
+              "and controls for the settings while they can still change. It refreshes while cells run; --close "
+              "closes every panel and stops the refresh. In a terminal it prints the status.",
+              ("%tfgpu panel", "%config TfgpuMagics.refresh_interval = 2.0", "%tfgpu panel --close")),
     "log": ("TensorFlow's own log under each cell: quiet folds information and shows warnings and errors, "
             "all shows every line, raw leaves it as TensorFlow writes it. Alone: the recent cells' log.",
             ("%tfgpu log", "%tfgpu log all")),
@@ -177,6 +186,8 @@ class TfgpuCompleter:
             "limit": lambda f: ["off"],
             "virtual": lambda f: ["off"],
             "cpus": lambda f: ["off", *CPU_COUNTS],
+            "cpumem": lambda f: ["on", "off"],
+            "panel": lambda f: ["--close"],
             "placement": lambda f: list(_placement_words()),
             "log": lambda f: list(_log_words()),
             "help": lambda f: list(_all_subcommands()),

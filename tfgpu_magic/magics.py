@@ -23,9 +23,11 @@ USAGE = """\
 %tfgpu limit SIZE|off [--gpu I]      memory cap: 1024 (MiB), 1.5GB, 2GiB, 512MiB or 40% of the GPU
 %tfgpu virtual NxSIZE|SIZE,...|off [--gpu I]  split a GPU into logical GPUs, e.g. 2x2GB
 %tfgpu cpus N|off                    split the CPU into N logical devices (placement lessons without a GPU)
+%tfgpu cpumem on|off                 TensorFlow's CPU allocator keeps memory figures (per-cell memory, no GPU)
 %tfgpu placement on|off|show|clear   capture TensorFlow's placement log into the notebook
 %%tfgpu device DEVICE                run the cell under tf.device(DEVICE) and show where its ops ran
-%tfgpu memory [--reset]              TensorFlow allocator memory per logical device: current and peak
+%tfgpu memory [--reset]              TensorFlow allocator memory per device, current and peak; recent cells
+%tfgpu panel [--close]               the live panel: devices, memory over time, cells, placement, controls
 %tfgpu log [quiet|all|raw]           TensorFlow's own log: the recent cells' full text, or how cells show it
 %tfgpu export [--tf1]                the settings as plain Python to paste into a script
 strategy = %tfgpu strategy           a MirroredStrategy over the logical devices
@@ -36,8 +38,8 @@ Configuring magics take effect when TensorFlow is imported (run them first); aft
 operation a changed setting is refused: restart the kernel and put the magic first.
 GB means GiB (1024 MiB). GPU indices are nvidia-smi's; every view also shows TensorFlow's GPU:N."""
 
-SUBCOMMANDS = ("status", "devices", "visible", "growth", "limit", "virtual", "cpus", "placement", "device",
-               "memory", "log", "export", "strategy", "reset", "help")
+SUBCOMMANDS = ("status", "devices", "visible", "growth", "limit", "virtual", "cpus", "cpumem", "placement", "device",
+               "memory", "panel", "log", "export", "strategy", "reset", "help")
 
 
 
@@ -53,6 +55,7 @@ class TfgpuMagics(Magics):
     default_cpus = Any(0, help="Split the CPU into this many logical devices when the extension loads "
                               "(1 to 256; 0: leave TensorFlow's default).").tag(config=True)
     quiet = Any(False, help="Do not print a line after each configuring magic (True/False).").tag(config=True)
+    refresh_interval = Any(1.0, help="Seconds between the live panel's refreshes (0.1 to 3600).").tag(config=True)
     log_mode = Any("quiet", help="How TensorFlow's own log shows under a cell: quiet (warnings and errors shown, "
                                  "information folded), all (every line, in one block) or raw (as without tfgpu)."
                    ).tag(config=True)
@@ -63,6 +66,8 @@ class TfgpuMagics(Magics):
         self._ready = False
         self._good_options: dict[str, object] = {}
         self.placement = None  # the placement face, attached by load_extension when available
+        self._live = None  # the live model, made on first use (a panel, or a cell once the extension is loaded)
+        self._panel = None  # what `%tfgpu panel` shows, again and again, until it is closed
         super().__init__(shell=shell, **kwargs)
         self._ready = True
 
@@ -78,8 +83,22 @@ class TfgpuMagics(Magics):
     def controller(self, value):
         self._controller = value
 
+    @property
+    def live(self):
+        """The kernel's live model: the process's own for the kernel's controller, else one of this object's."""
+        if self._live is None:
+            from .control import default_controller
+            from .live import LiveModel, default_model
+
+            if self._controller is None or self._controller is default_controller():
+                self._live = default_model(self.controller)
+            else:
+                self._live = LiveModel(self.controller)
+            self._live.interval = self.refresh_interval
+        return self._live
+
     # -- traitlets ---------------------------------------------------------------------------------
-    @validate("default_growth", "default_cpus", "quiet", "log_mode")
+    @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval")
     def _check_option(self, proposal):
         """The magic's own parsing for every option, from %config or a config file alike. A bad value
         is reported in one line and the option keeps its value: the load goes on."""
@@ -102,6 +121,11 @@ class TfgpuMagics(Magics):
             _configure(self, "growth", True, "%tfgpu growth on")
         if self.default_cpus and self.controller.plan.cpus is None:
             _configure(self, "cpus", self.default_cpus, f"%tfgpu cpus {self.default_cpus}")
+
+    @observe("refresh_interval")
+    def _refresh_interval_changed(self, change):
+        if self._live is not None:
+            self._live.interval = change["new"]
 
     @observe("log_mode")
     def _log_mode_changed(self, change):
@@ -139,6 +163,10 @@ def _option_value(name: str, value):
     """An option's value as the magic would read it: a bool for the switches, 0..256 for default_cpus.
     Raises ValueError with a one-line ``tfgpu:`` message. The bound is the one ``%tfgpu cpus`` uses
     (plan.parse_count), imported only when a CPU count is actually set, so %load_ext stays cheap."""
+    if name == "refresh_interval":
+        from .live import check_interval
+
+        return check_interval(value)
     if name == "log_mode":
         from .tflog import MODES  # small, and loaded by %load_ext anyway (the placement face uses it)
 
@@ -175,6 +203,36 @@ def _short(value) -> str:
 _loaded: dict[int, TfgpuMagics] = {}
 
 
+class _CellMemory:
+    """Per-cell memory around each cell (the live model reads TensorFlow's allocators once its runtime runs),
+    and, while a panel is open, its refresh right after the cell. Never raises into the user's cell."""
+
+    def __init__(self, magics: TfgpuMagics):
+        self.magics = magics
+
+    def pre_run_cell(self, info=None) -> None:
+        if "tensorflow" not in sys.modules:
+            return  # nothing to measure, and nothing to load
+        try:
+            self.magics.live.cell_started()
+        except Exception as err:  # shown in the panel's error line instead
+            self.magics.live.refresh_failed(err)
+
+    def post_run_cell(self, result=None) -> None:
+        live = self.magics._live
+        if live is None and "tensorflow" not in sys.modules:
+            return
+        try:
+            live = self.magics.live
+            live.cell_finished(getattr(result, "execution_count", None), bool(getattr(result, "success", True)))
+            if live.subscribers:
+                if self.magics.placement is not None:
+                    live.set_placement(self.magics.placement.live_section())
+                live.refresh()
+        except Exception as err:
+            self.magics.live.refresh_failed(err)
+
+
 def load_extension(shell) -> None:
     if id(shell) in _loaded:
         return
@@ -189,6 +247,9 @@ def load_extension(shell) -> None:
         magics.placement = PlacementController(shell, log_mode=magics.log_mode)
         magics.placement.register()
     _loaded[id(shell)] = magics
+    cells = magics._cell_memory = _CellMemory(magics)
+    shell.events.register("pre_run_cell", cells.pre_run_cell)
+    shell.events.register("post_run_cell", cells.post_run_cell)  # after placement's: its summary is ready
     from .completion import register as register_completion
 
     register_completion(shell)
@@ -202,6 +263,15 @@ def unload_extension(shell) -> None:
     from .completion import unregister as unregister_completion
 
     unregister_completion(shell)
+    cells = getattr(magics, "_cell_memory", None)
+    for name in ("pre_run_cell", "post_run_cell"):
+        if cells is not None and getattr(cells, name) in shell.events.callbacks[name]:
+            shell.events.unregister(name, getattr(cells, name))
+    if magics._live is not None:
+        from .panel import close_all
+
+        close_all()
+        magics._live.stop()
     capturing = magics.placement is not None and magics.placement.mode == "on"
     if magics.placement is not None:
         magics.placement.unregister()

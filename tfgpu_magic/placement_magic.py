@@ -511,6 +511,12 @@ class PlacementController:
         notes += self._errors[-3:]
         return notes
 
+    def live_section(self, records: int = 500) -> dict[str, Any]:
+        """The live model's ``placement`` section: status, the latest cell's summary, the newest records."""
+        kept = self.log.records()
+        return {"status": self.status(), "summary": self.last_summary.to_dict() if self.last_summary else None,
+                "records": [r.to_dict() for r in kept[-records:]], "total": len(kept)}
+
     def status_text(self) -> str:
         """Sentences within 100 columns; each note starts its own line."""
         from .views import fit, placement_sentences

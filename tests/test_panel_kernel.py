@@ -1,0 +1,158 @@
+"""The live panel in a real kernel (nbclient, jupyter_client), with the user's environment: no
+PYTHONUNBUFFERED, no TF_CPP_MIN_LOG_LEVEL. What a front end would store and receive is what is checked: the
+widget state nbclient saves in the notebook, and the comm messages on iopub while a cell runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+pytestmark = pytest.mark.tf
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST", "TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def run_with_widgets(sources: list[str], **env: str) -> tuple[list[str], list[str]]:
+    """Run the cells in one fresh kernel; return each cell's output text and the HTML values of every widget
+    whose state nbclient stored (what a saved notebook would show)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=False,
+                                     store_widget_state=True, resources={"metadata": {"path": str(ROOT)}})
+    with client.setup_kernel(env=user_env(**env), cwd=str(ROOT)):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        client.set_widgets_metadata()
+    texts = []
+    for cell in nb.cells:
+        parts = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                parts.append(output.text)
+            elif output.output_type in ("display_data", "execute_result"):
+                parts += [output.data.get("text/plain", ""), output.data.get("text/html", "")]
+        texts.append("\n".join(parts))
+    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    values = [s["state"].get("value") for s in states.values() if s["model_name"] == "HTMLModel"]
+    return texts, [v for v in values if isinstance(v, str)]
+
+
+def plain(markup: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", markup).replace("&#x27;", "'").split())
+
+
+PANEL_SESSION = [
+    "%load_ext tfgpu_magic",
+    "%tfgpu cpus 2",
+    "%tfgpu placement on",
+    "%tfgpu cpumem on",
+    "import tensorflow as tf\nsmall = tf.constant([1.0, 2.0])",
+    "x = tf.matmul(tf.ones((64, 64)), tf.ones((64, 64)))",
+    "big = tf.ones((2048, 2048)) * 2.0",  # 16 MiB, and as much again for the product's input
+    "tiny = tf.constant(3.0)",
+    "%tfgpu memory",
+    "%tfgpu panel",
+]
+
+
+def cell_peaks(text: str) -> dict[int, float]:
+    """cell count -> its CPU:0 peak MiB, from the recent-cells table's text form."""
+    peaks = {}
+    for line in text.splitlines():
+        match = re.match(r"\s*(\d+)(?: \(started TensorFlow\))?\s+[\d.]+ s\s+CPU:0\s+\S*\s+([\d,.<> ]+?)\s+[\d,.]+\s*$",
+                         line)
+        if match:
+            peaks[int(match.group(1))] = float(match.group(2).replace(",", "").replace("<", "").strip())
+    return peaks
+
+
+def test_panel_state_in_a_real_kernel_has_cpus_placement_and_per_cell_memory():
+    texts, values = run_with_widgets(PANEL_SESSION)
+    shown = [plain(v) for v in values]
+    everything = "\n".join(shown)
+    # Devices: both logical CPUs, and the MatMul's placement in the records.
+    assert "CPU:0" in everything and "CPU:1" in everything, everything[:2000]
+    records = next(s for s in shown if "records match" in s)
+    assert "MatMul" in records and "CPU:0" in records, records
+    # Per-cell memory with the CPU figures setting on: the cell with the 16 MiB tensor peaks above the others.
+    memory_text = texts[8]
+    peaks = cell_peaks(memory_text)
+    assert set(peaks) >= {6, 7, 8}, memory_text
+    assert peaks[7] >= 16 and peaks[7] > peaks[6] and peaks[7] > peaks[8], peaks
+    cells = next(s for s in shown if "Recent cells" in s)
+    assert re.search(r"\b7 [\d.]+ s CPU:0", cells), cells
+    assert "TensorFlow CPU allocator in use" in everything
+
+
+NO_FIGURES_SESSION = [
+    "%load_ext tfgpu_magic",
+    "import tensorflow as tf\nsmall = tf.constant([1.0, 2.0])",
+    "big = tf.ones((2048, 2048)) * 2.0",
+    "%tfgpu memory",
+    "%tfgpu panel",
+]
+
+
+def test_without_cpu_figures_memory_and_panel_say_why_and_how():
+    # oneDNN's allocator (the x86 default) keeps figures; TensorFlow's plain one, here, does not.
+    texts, values = run_with_widgets(NO_FIGURES_SESSION, TF_ENABLE_ONEDNN_OPTS="0")
+    everything = plain("\n".join(values))
+    for view in (texts[3], everything):
+        assert "no figures" in view and "%tfgpu cpumem on" in view, view[:3000]
+    assert not re.search(r"\b0\.0\b", texts[3]), texts[3]
+
+
+LIVE_SETUP = [
+    "%load_ext tfgpu_magic",
+    "%tfgpu cpumem on",
+    "import tensorflow as tf\nsmall = tf.constant([1.0])",
+    "%config TfgpuMagics.refresh_interval = 0.25",
+    "%tfgpu panel",
+]
+LIVE_CELL = "import time\nbig = tf.ones((4096, 4096)) + 1.0\ntime.sleep(3)\nprint('done')"
+
+
+def test_panel_updates_reach_the_front_end_while_a_cell_runs():
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    try:
+        for source in LIVE_SETUP:
+            reply = client.execute_interactive(source, timeout=120)
+            assert reply["content"]["status"] == "ok", reply
+        msg_id = client.execute(LIVE_CELL)
+        during, finished = [], False
+        deadline = time.monotonic() + 60
+        while not finished and time.monotonic() < deadline:
+            msg = client.get_iopub_msg(timeout=30)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status" \
+                    and msg["content"]["execution_state"] == "idle":
+                finished = True
+            elif msg["msg_type"] == "stream" and "done" in msg["content"].get("text", ""):
+                finished = "stream"  # the cell's end: later messages are the post-cell refresh
+            elif msg["msg_type"] == "comm_msg" and not finished:
+                during.append(msg)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert finished, "the cell did not finish"
+    texts = [json.dumps(m["content"]["data"].get("state", {})) for m in during]
+    in_use = [float(v.replace(",", "")) for t in texts for v in re.findall(r"in use ([\d,.]+) MiB", t)]
+    # The 64 MiB tensor (and its input) are in use while the cell sleeps, and the panel said so before it ended.
+    assert any(v >= 64 for v in in_use), (in_use, texts[:3])

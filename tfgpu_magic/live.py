@@ -1,0 +1,368 @@
+"""The live model: one sampler per kernel that every live view (the panel, the sidebar's kernel channel)
+subscribes to.
+
+It keeps the kernel's state as plain, JSON-able sections (``SECTIONS``); a refresh takes one snapshot (NVML
+figures, TensorFlow's state and allocator figures, never starting its runtime), keeps a bounded history of
+memory and utilization, and hands each subscriber only the sections that changed: a refresh in which nothing
+changed calls nobody. Per-cell memory is recorded by ``cell_started`` / ``cell_finished``, which a face calls
+around each cell. One background thread refreshes while anybody is subscribed, and only then.
+
+Nothing here imports IPython, ipywidgets or TensorFlow; importing this module starts nothing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+SECTIONS = ("kernel", "gpus", "memory", "history", "cells", "placement", "error")
+HISTORY_S = 600.0  # the chart's reach: the last ten minutes
+MAX_CELLS = 50
+MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
+MIB = 1 << 20
+
+Changes = dict[str, Any]
+
+
+def check_interval(value: Any) -> float:
+    """A refresh interval in seconds, or ValueError with a one-line ``tfgpu:`` message."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"tfgpu: bad refresh interval {value!r}: expected seconds, from {MIN_INTERVAL} to "
+                         f"{MAX_INTERVAL:g}")
+    try:
+        seconds = float(value)
+    except (ValueError, OverflowError):
+        seconds = math.nan
+    if not (MIN_INTERVAL <= seconds <= MAX_INTERVAL):
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise ValueError(f"tfgpu: bad refresh interval {shown}: expected seconds, from {MIN_INTERVAL} to "
+                         f"{MAX_INTERVAL:g}")
+    return seconds
+
+
+class LiveModel:
+    """The kernel's live state. Thread-safe; its owner (the extension, or whoever made it) calls ``stop()``.
+
+    ``take`` is the snapshot function (``state.take`` by default, over ``controller``); a seam for tests."""
+
+    def __init__(self, controller=None, *, interval: float = 1.0, take: Callable[..., Any] | None = None,
+                 clock: Callable[[], float] = time.time):
+        self._controller = controller
+        self._take = take
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._subscribers: dict[int, Callable[[Changes], None]] = {}
+        self._next_token = 0
+        self._state: dict[str, Any] = {"placement": None, "cells": [], "error": None}
+        self._interval = check_interval(interval)
+        self._history: deque[dict] = deque(maxlen=self._history_len())
+        self._cells: deque[dict] = deque(maxlen=MAX_CELLS)
+        self._peaks: dict[str, float] = {}  # the highest peak per device since the last reset, over cells
+        self._cell: dict | None = None  # figures at the start of the running cell
+        self._devices: list[str] | None = None  # logical devices with an allocator of their own, once known
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._atexit = False
+        # Counters a benchmark or a test reads.
+        self.samples = 0
+        self.notifications = 0
+        self.errors = 0
+
+    # -- settings ----------------------------------------------------------------------------------------
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        seconds = check_interval(value)
+        with self._lock:
+            self._interval = seconds
+            self._history = deque(self._history, maxlen=self._history_len())
+        self._wake.set()  # a sleeping refresher takes the new interval now
+
+    def _history_len(self) -> int:
+        return max(10, math.ceil(HISTORY_S / self._interval))
+
+    @property
+    def controller(self):
+        if self._controller is None:
+            from .control import default_controller
+
+            self._controller = default_controller()
+        return self._controller
+
+    # -- subscribers ---------------------------------------------------------------------------------------
+    def subscribe(self, callback: Callable[[Changes], None]) -> int:
+        """Call ``callback(changes)`` with the sections that changed, from the refresher thread or the thread
+        that changed them. The first subscriber refreshes at once (in this thread, which also loads NVML) and
+        starts the refresher. Returns a token for ``unsubscribe``."""
+        with self._lock:
+            token = self._next_token
+            self._next_token += 1
+            first = not self._subscribers
+            self._subscribers[token] = callback
+        if first:
+            self.refresh()
+            self._start()
+        return token
+
+    def unsubscribe(self, token: int) -> None:
+        """The last one out stops the refresher: nobody looks, nothing is sampled."""
+        with self._lock:
+            self._subscribers.pop(token, None)
+            last = not self._subscribers
+        if last:
+            self._halt()
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._subscribers)
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    def stop(self) -> None:
+        """Drop every subscriber and stop the refresher (the extension unloads, the kernel shuts down)."""
+        with self._lock:
+            self._subscribers.clear()
+        self._halt()
+
+    def state(self) -> dict[str, Any]:
+        """Every section as it was last published (a view builds itself from this, then takes changes)."""
+        with self._lock:
+            if "kernel" not in self._state:
+                self._publish(self._sample())
+            return dict(self._state)
+
+    # -- the refresher ----------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        with self._lock:
+            if self.running or not self._subscribers:
+                return
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="tfgpu-live", daemon=True)
+            self._thread.start()
+            if not self._atexit:
+                atexit.register(self.stop)  # kernel shutdown: stop sampling before the interpreter goes
+                self._atexit = True
+
+    def _halt(self) -> None:
+        thread = self._thread
+        self._stop.set()
+        self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=10)
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+        if self._atexit and not self._subscribers:
+            atexit.unregister(self.stop)
+            self._atexit = False
+
+    def _run(self) -> None:
+        # The thread imports nothing: everything it calls was loaded by the first, synchronous refresh.
+        while not self._stop.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            self.refresh()
+
+    def refresh(self) -> Changes:
+        """Sample once and notify subscribers of what changed. Never raises: a failure becomes the ``error``
+        section (which the views show) and the next refresh tries again."""
+        try:
+            sections = self._sample()
+        except Exception as err:
+            self.errors += 1
+            return self._publish({"error": _error_section(err, self.errors, self._clock())})
+        return self._publish(sections)
+
+    def refresh_failed(self, err: BaseException) -> Changes:
+        """A failure outside the refresher (a per-cell hook) shown the same way: in the views, not the cell."""
+        self.errors += 1
+        return self._publish({"error": _error_section(err, self.errors, self._clock())})
+
+    def _publish(self, sections: dict[str, Any]) -> Changes:
+        with self._lock:
+            changes = {k: v for k, v in sections.items() if self._state.get(k, _MISSING) != v}
+            self._state.update(changes)
+            callbacks = list(self._subscribers.values()) if changes else []
+        for callback in callbacks:
+            try:
+                callback(changes)
+                self.notifications += 1
+            except Exception as err:
+                self.errors += 1
+                with self._lock:
+                    self._state["error"] = _error_section(err, self.errors, self._clock())
+        return changes
+
+    # -- one sample ------------------------------------------------------------------------------------------
+    def _sample(self) -> dict[str, Any]:
+        take = self._take
+        if take is None:
+            from .state import take
+        snap = take(self.controller, peaks=self.peaks())
+        data = snap.to_dict()
+        tensorflow = data["tensorflow"]
+        kernel = {
+            "pid": data["pid"], "tfgpu_version": data["tfgpu_version"],
+            "tensorflow": {k: tensorflow[k] for k in ("state", "version", "note", "physical_devices",
+                                                      "logical_devices")},
+            "settings": data["settings"], "notes": data["notes"], "numbering": data["numbering"],
+        }
+        gpus = {"nvml": data["nvml"], "gpus": data["gpus"], "kernel_gpu_memory": data["kernel_gpu_memory"]}
+        memory = {"devices": tensorflow["memory"], "state": tensorflow["state"]}
+        self.samples += 1
+        return {"kernel": kernel, "gpus": gpus, "memory": memory, "history": self._record(data)}
+
+    def _record(self, data: dict) -> list[dict]:
+        """Add a point to the history; the section (a list of points) changes only when a figure did."""
+        point = {"gpus": {}, "tf": {}}
+        own = {m["physical_index"]: m["used_mib"] for m in data["kernel_gpu_memory"]
+               if m.get("source") == "nvml_process"}
+        for gpu in data["gpus"]:
+            used = gpu.get("memory_used_mib")
+            point["gpus"][str(gpu["index"])] = {
+                "used": used if isinstance(used, int) else None,
+                "total": gpu.get("memory_total_mib") if isinstance(gpu.get("memory_total_mib"), int) else None,
+                "kernel": own.get(gpu["index"]),
+                "util": gpu.get("utilization_gpu_pct") if isinstance(gpu.get("utilization_gpu_pct"), int) else None,
+            }
+        for m in data["tensorflow"]["memory"] or ():
+            if m["current_mib"] is not None and not m.get("shared_with"):
+                point["tf"][m["device"]] = round(m["current_mib"], 1)
+        with self._lock:
+            last = self._history[-1] if self._history else None
+            self._history.append({"t": round(self._clock(), 2), **point})
+            if last is not None and {k: last[k] for k in point} == point and "history" in self._state:
+                return self._state["history"]  # the same figures: the section stays as published
+            return list(self._history)
+
+    # -- placement, from the face that captures it ---------------------------------------------------------------
+    def set_placement(self, placement: dict | None) -> Changes:
+        """The placement log's state (status, the last cell's summary, recent records) as plain data."""
+        return self._publish({"placement": placement})
+
+    # -- per-cell memory ----------------------------------------------------------------------------------------
+    def peaks(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._peaks)
+
+    def reset_peaks(self) -> None:
+        with self._lock:
+            self._peaks.clear()
+
+    def cells(self) -> list[dict]:
+        with self._lock:
+            return list(self._cells)
+
+    def cell_started(self) -> None:
+        """Before a cell: once TensorFlow's runtime runs, note each allocator's current figure and reset its
+        peak, so the cell's own peak can be read after it. Never starts the runtime."""
+        tf = _initialized_tensorflow()
+        started = time.perf_counter()
+        if tf is None:
+            self._cell = {"started": started, "before": None}
+            return
+        before = {}
+        for device in self._allocator_devices(tf):
+            try:
+                before[device] = tf.config.experimental.get_memory_info(device)["current"]
+                tf.config.experimental.reset_memory_stats(device)
+            except (ValueError, RuntimeError):
+                before[device] = None  # this allocator keeps no figures: the memory section says why
+        self._cell = {"started": started, "before": before}
+
+    def cell_finished(self, count: int | None, success: bool = True) -> Changes:
+        """After a cell: its duration, and per allocator its change of current memory and its peak. A cell
+        that ran before TensorFlow's runtime started is not recorded; the one that started it is, from zero."""
+        cell, self._cell = self._cell, None
+        tf = _initialized_tensorflow()
+        if cell is None or tf is None:
+            return {}
+        before = cell["before"]
+        devices = []
+        for device in self._allocator_devices(tf):
+            try:
+                info = tf.config.experimental.get_memory_info(device)
+            except (ValueError, RuntimeError):
+                devices.append({"device": device, "current_mib": None, "delta_mib": None, "peak_mib": None})
+                continue
+            start = 0 if before is None else before.get(device)
+            current, peak = info["current"] / MIB, info["peak"] / MIB
+            devices.append({"device": device, "current_mib": round(current, 1),
+                            "delta_mib": None if start is None else round(current - start / MIB, 1),
+                            "peak_mib": round(peak, 1)})
+        record = {"cell": count, "duration_s": round(time.perf_counter() - cell["started"], 3),
+                  "success": bool(success), "started_runtime": before is None, "devices": devices}
+        with self._lock:
+            self._cells.append(record)
+            for d in devices:
+                if d["peak_mib"] is not None:
+                    self._peaks[d["device"]] = max(self._peaks.get(d["device"], 0.0), d["peak_mib"])
+            cells = list(self._cells)
+        return self._publish({"cells": cells})
+
+    def _allocator_devices(self, tf) -> list[str]:
+        """Logical GPUs, and CPU:0 for every logical CPU (they share one allocator). Fixed once the runtime
+        runs, so listed once."""
+        if self._devices is None:
+            names = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices()]
+            self._devices = [n for n in names if n.startswith("GPU:")] + [n for n in names if n == "CPU:0"]
+        return self._devices
+
+
+_MISSING = object()
+
+
+def _error_section(err: BaseException, count: int, now: float) -> dict[str, Any]:
+    where = traceback.extract_tb(err.__traceback__)[-1:] if err.__traceback__ else []
+    at = f" ({where[0].name}, {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno})" if where else ""
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return {"count": count, "message": (text[:300] + "...") if len(text) > 300 else text, "where": at,
+            "at": time.strftime("%H:%M:%S", time.localtime(now))}
+
+
+def _initialized_tensorflow():
+    """The TensorFlow module once its runtime runs, else None: asking for memory figures earlier would start it."""
+    from .runtime import TFState, probe  # loaded already by whoever made the model
+
+    if probe().state < TFState.INITIALIZED:
+        return None
+    return sys.modules.get("tensorflow")
+
+
+_default: LiveModel | None = None
+_default_lock = threading.Lock()
+
+
+def default_model(controller=None) -> LiveModel:
+    """The process's model: one kernel, one sampler, however many views."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = LiveModel(controller)
+        return _default
+
+
+def stop_default() -> None:
+    with contextlib.suppress(Exception):
+        if _default is not None:
+            _default.stop()
+
+
+__all__ = ["SECTIONS", "LiveModel", "check_interval", "default_model", "stop_default"]

@@ -1,0 +1,354 @@
+"""The live model's sections (live.py) as HTML and text: what the panel shows, and the recent-cells table that
+``%tfgpu memory`` shows too. Pure functions over plain data: nothing here asks TensorFlow or NVML, and nothing
+imports IPython or ipywidgets. Everything that comes from data is escaped (views.esc / views.table_html); the
+output is deterministic for the same data, so a view that re-renders unchanged data sends nothing."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .views import (
+    ALERT,
+    FONT,
+    TEXT,
+    Markup,
+    alert,
+    box,
+    caution,
+    esc,
+    inline,
+    memoryfigure,
+    paragraph,
+    placement_sentences,
+    sentence,
+    table_html,
+    text_table,
+    title,
+)
+
+MUTED = "var(--jp-ui-font-color2, #616161)"
+OWN = "var(--jp-brand-color1, #1976d2)"  # this kernel's memory
+OTHERS = "var(--jp-layout-color4, #9e9e9e)"  # other processes' memory
+TRACK = "var(--jp-layout-color2, #eeeeee)"
+SERIES = ("var(--jp-brand-color1, #1976d2)", "var(--jp-accent-color1, #388e3c)", "var(--jp-warn-color1, #f57c00)",
+          "var(--jp-error-color1, #c62828)", "var(--jp-brand-color3, #64b5f6)", "var(--jp-accent-color3, #81c784)")
+CHART_POINTS = 150  # a line of more points than this is thinned: the chart is ~600 px wide
+RECORDS_SHOWN = 50
+
+RESERVED_MEANING = ("Reserved is what this kernel holds on the GPU as nvidia-smi counts it (TensorFlow's pool and "
+                    "CUDA's context); in use is what TensorFlow's allocator hands out now, and peak the most it "
+                    "handed out. Without growth TensorFlow reserves nearly the whole GPU at start: `%tfgpu growth "
+                    "on` reserves as needed, `%tfgpu limit 40%` caps the pool (both before TensorFlow's first "
+                    "operation).")
+
+
+def size(mib: float | None) -> str:
+    if mib is None:
+        return "n/a"
+    return f"{mib / 1024:,.1f} GiB" if mib >= 1024 else f"{mib:,.1f} MiB"
+
+
+def _na(value: Any) -> str:
+    """A field the adapter could not read is a dict with a reason (nvml.to_jsonable); say it in words."""
+    if isinstance(value, dict):
+        return value.get("detail") or str(value.get("reason", "n/a")).replace("_", " ")
+    return "n/a" if value is None else str(value)
+
+
+def _num(value: Any) -> int | float | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# -- header: TensorFlow and the settings ---------------------------------------------------------------------
+def header_html(kernel: dict) -> str:
+    tf = kernel["tensorflow"]
+    version = f" {tf['version']}" if tf.get("version") else ""
+    head = (f"<p style=\"margin:0 0 4px 0\"><b>TensorFlow{esc(version)}: {esc(tf['state'].replace('_', ' '))}.</b> "
+            f"{inline(sentence(tf['note']))}</p>")
+    settings = kernel.get("settings") or []
+    if settings:
+        rows = [(s["setting"], s["asked"], s["status"].replace("_", " "), sentence(s["detail"]) if s["detail"] else "")
+                for s in settings]
+        body = table_html(("setting", "asked", "what became of it", "detail"), rows)
+    else:
+        body = paragraph("No settings asked (the Settings tab, or `%tfgpu help`, lists them).")
+    notes = [caution(n) for n in kernel.get("notes") or ()]
+    return box("panel-header", head, body, *notes)
+
+
+# -- devices ------------------------------------------------------------------------------------------
+def devices_html(kernel: dict, gpus: dict) -> str:
+    tf = kernel["tensorflow"]
+    names = {g["index"]: g.get("tf_name") for g in gpus.get("gpus") or ()}
+    rows = []
+    for d in tf.get("physical_devices") or ():
+        index = d.get("physical_index")
+        rows.append(("physical", d["name"], d["device_type"], "" if index is None else f"GPU {index}"))
+    for d in tf.get("logical_devices") or ():
+        physical = next((i for i, n in names.items() if n == d["name"]), None) if d["device_type"] == "GPU" else None
+        rows.append(("logical", d["name"], d["device_type"], "" if physical is None else f"GPU {physical}"))
+    parts = []
+    if rows:
+        parts.append(table_html(("kind", "TensorFlow", "type", "nvidia-smi"), rows))
+    if tf.get("physical_devices") is None:
+        parts.append(paragraph("TensorFlow's devices are not listed yet (`%tfgpu devices` lists them; that does not "
+                               "start the runtime)." if tf["state"] in ("imported",) else
+                               "TensorFlow's devices appear once it is imported."))
+    if tf.get("logical_devices") is None and tf["state"] in ("imported", "enumerated"):
+        parts.append(paragraph("Logical devices appear when TensorFlow's runtime starts (its first operation)."))
+    mapped = [(i, n) for i, n in sorted(names.items()) if n]
+    if mapped:
+        parts.append(paragraph("GPU numbering: " + ", ".join(f"{n} = physical GPU {i}" for i, n in mapped)
+                               + " (physical: nvidia-smi's numbers)."))
+    note = (kernel.get("numbering") or {}).get("note")
+    if note:
+        parts.append(caution(note))
+    return box("panel-devices", *parts)
+
+
+# -- memory per GPU ------------------------------------------------------------------------------------------------
+def _bar(used: int | None, own: float | None, total: int | None) -> str:
+    """Used over total, this kernel's share drawn apart; figures in the text beside it, not only in colour."""
+    if not total or used is None:
+        return ""
+    own_pct = 100 * min(own or 0, used) / total
+    others_pct = 100 * max(used - (own or 0), 0) / total
+    return (f"<div role='img' aria-label='{esc(f'{used:,} of {total:,} MiB used')}' style=\"display:flex;width:260px;"
+            f"height:10px;background:{TRACK};border:1px solid {OTHERS};border-radius:2px;overflow:hidden;"
+            f"margin:3px 0\"><div style=\"width:{own_pct:.2f}%;background:{OWN}\"></div>"
+            f"<div style=\"width:{others_pct:.2f}%;background:{OTHERS}\"></div></div>")
+
+
+def memory_html(gpus: dict, memory: dict) -> str:
+    nvml = gpus.get("nvml") or {}
+    tf_memory = {m["device"]: m for m in memory.get("devices") or ()}
+    own = {m["physical_index"]: m for m in gpus.get("kernel_gpu_memory") or () if m.get("physical_index") is not None}
+    parts = []
+    if not nvml.get("available"):
+        parts.append(caution(f"No GPU figures: NVML is unavailable ({_na(nvml.get('error'))})."))
+    elif not gpus.get("gpus"):
+        parts.append(paragraph("No GPU: NVML lists none." if not nvml.get("error") else
+                               f"GPUs unknown: NVML could not count them ({_na(nvml.get('error'))})."))
+    for gpu in gpus.get("gpus") or ():
+        name = gpu["name"] if isinstance(gpu.get("name"), str) else "?"
+        tf_name = gpu.get("tf_name")
+        label = f"GPU {gpu['index']} · {name}" + (f" (TensorFlow {tf_name})" if tf_name else "")
+        if gpu.get("error"):
+            parts.append(title(label) + caution(f"Unavailable: {_na(gpu['error'])}"))
+            continue
+        used, total = _num(gpu.get("memory_used_mib")), _num(gpu.get("memory_total_mib"))
+        mine = own.get(gpu["index"], {}).get("used_mib")
+        used_text = (f"{used:,} / {total:,} MiB used ({100 * used / total:.0f}%)" if used is not None and total
+                     else f"memory {_na(gpu.get('memory_used_mib'))}")
+        lines = [used_text + (f"; this kernel reserved {size(mine)}" if mine is not None else "")]
+        figures = tf_memory.get(tf_name) if tf_name else None
+        if figures and figures.get("current_mib") is not None:
+            lines.append(f"TensorFlow {tf_name}: reserved {size(mine)}, in use {size(figures['current_mib'])}, "
+                         f"peak {size(figures['peak_mib'])}")
+        elif figures:
+            lines.append(f"TensorFlow {tf_name}: {figures.get('note') or 'no allocator figures'}")
+        util, temp = gpu.get("utilization_gpu_pct"), gpu.get("temperature_c")
+        lines.append(f"utilization {_na(util)}{'%' if _num(util) is not None else ''}, "
+                     f"temperature {_na(temp)}{' °C' if _num(temp) is not None else ''}")
+        parts.append(title(label) + _bar(used, mine, total) + "".join(paragraph(line) for line in lines))
+    if gpus.get("gpus"):
+        parts.append(paragraph(RESERVED_MEANING, f"margin:6px 0;color:{MUTED}"))
+    cpu = tf_memory.get("CPU:0")
+    if cpu is not None:
+        if cpu.get("current_mib") is not None:
+            parts.append(title("TensorFlow CPU allocator") + paragraph(
+                f"in use {size(cpu['current_mib'])}, peak {size(cpu['peak_mib'])}"
+                + (" (one allocator, shared by every logical CPU)" if cpu.get("note") else "")))
+        else:
+            parts.append(title("TensorFlow CPU allocator") + caution(cpu.get("note") or "no figures"))
+    elif memory.get("state") not in ("initialized",):
+        parts.append(paragraph("TensorFlow's allocator figures appear once its runtime starts (its first operation)."))
+    return box("panel-memory", *parts)
+
+
+# -- history chart ------------------------------------------------------------------------------------------
+def _series(history: Sequence[dict]) -> tuple[list, list]:
+    """Memory lines (label, points, dashed): each GPU's used memory, this kernel's reserved share, TensorFlow's
+    allocators in use; and utilization lines, one per GPU."""
+    memory: dict[str, tuple[list, bool]] = {}
+    util: dict[str, tuple[list, bool]] = {}
+    for point in history:
+        t = point["t"]
+        for index, g in point["gpus"].items():
+            if g.get("used") is not None:
+                memory.setdefault(f"GPU {index} used", ([], False))[0].append((t, g["used"]))
+            if g.get("kernel") is not None:
+                memory.setdefault(f"GPU {index} reserved by this kernel", ([], True))[0].append((t, g["kernel"]))
+            if g.get("util") is not None:
+                util.setdefault(f"GPU {index} utilization", ([], False))[0].append((t, g["util"]))
+        for device, current in point["tf"].items():
+            memory.setdefault(f"TensorFlow {device} in use", ([], False))[0].append((t, current))
+    return ([(label, _thin(p), dashed) for label, (p, dashed) in memory.items()],
+            [(label, _thin(p), dashed) for label, (p, dashed) in util.items()])
+
+
+def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if len(points) <= CHART_POINTS:
+        return points
+    step = len(points) / CHART_POINTS
+    kept = [points[int(k * step)] for k in range(CHART_POINTS)]
+    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
+def _svg(series: list, top: float, top_label: str, label: str, width: int, height: int) -> str:
+    t0 = min(p[0] for _, pts, _ in series for p in pts)
+    t1 = max(p[0] for _, pts, _ in series for p in pts)
+    left, bottom = 62, 18
+    span_t = (t1 - t0) or 1.0
+
+    def xy(t: float, v: float) -> str:
+        return f"{left + (width - left - 6) * (t - t0) / span_t:.1f},{(height - bottom) * (1 - v / top) + 4:.1f}"
+
+    lines, legend = [], []
+    for k, (name, points, dashed) in enumerate(series):
+        colour = SERIES[k % len(SERIES)]
+        dash = " stroke-dasharray='4 3'" if dashed else ""
+        lines.append(f"<polyline fill='none' style='stroke:{colour}' stroke-width='1.6'{dash} "
+                     f"points='{' '.join(xy(t, v) for t, v in points)}'/>")
+        legend.append(f"<span style='white-space:nowrap;margin-right:12px'><span style='display:inline-block;"
+                      f"width:14px;border-top:2px {'dashed' if dashed else 'solid'} {colour};vertical-align:middle;"
+                      f"margin-right:4px'></span>{esc(name)}</span>")
+    clock = [time.strftime("%H:%M:%S", time.localtime(t)) for t in (t0, t1)]
+    axis = (f"<text x='{left - 4}' y='12' text-anchor='end'>{esc(top_label)}</text>"
+            f"<text x='{left - 4}' y='{height - bottom + 4}' text-anchor='end'>0</text>"
+            f"<text x='{left}' y='{height - 2}'>{clock[0]}</text>"
+            f"<text x='{width - 6}' y='{height - 2}' text-anchor='end'>{clock[1]}</text>"
+            f"<line x1='{left}' y1='{height - bottom + 4}' x2='{width - 6}' y2='{height - bottom + 4}' "
+            f"style='stroke:{OTHERS}' stroke-width='1'/>")
+    return (f"<svg role='img' aria-label='{esc(label)}' width='{width}' height='{height}' viewBox='0 0 {width} "
+            f"{height}' style='font-family:{FONT};font-size:10px;fill:{TEXT};max-width:100%'>{axis}{''.join(lines)}"
+            f"</svg><div style='font-size:11px;margin-bottom:6px'>{''.join(legend)}</div>")
+
+
+def chart_html(history: Sequence[dict], width: int = 600, height: int = 130) -> str:
+    """The last minutes as inline SVG: GPU memory used (NVML), this kernel's reserved share and TensorFlow's
+    allocators in use (on a laptop: its CPU allocator); below, each GPU's utilization. The clock times at the
+    ends say when; a point is taken every refresh, the chart redrawn when a figure changed."""
+    memory, util = _series(history)
+    if len(history) < 2 or not (memory or util):
+        return box("panel-chart", paragraph("Memory over time: collecting (a point per refresh; the chart shows "
+                                            "the last 10 minutes)."))
+    parts = [title("Memory over time")]
+    if memory:
+        top = max(max(v for _, v in pts) for _, pts, _ in memory) * 1.1 or 1.0
+        parts.append(_svg(memory, top, size(top), "memory over time", width, height))
+    if util:
+        parts += [title("Utilization over time"), _svg(util, 100.0, "100%", "utilization over time", width, 80)]
+    return box("panel-chart", *parts)
+
+
+# -- recent cells ------------------------------------------------------------------------------------------
+def cells_rows(cells: Sequence[dict]) -> list[tuple[str, ...]]:
+    rows = []
+    for cell in reversed(cells):  # the latest first
+        count = "" if cell.get("cell") is None else str(cell["cell"])
+        status = "" if cell.get("success", True) else " (failed)"
+        started = " (started TensorFlow)" if cell.get("started_runtime") else ""
+        for k, d in enumerate(cell["devices"] or [{"device": "", "current_mib": None, "delta_mib": None,
+                                                   "peak_mib": None}]):
+            delta = d.get("delta_mib")
+            change = "" if delta is None else ("+" if delta > 0 else "") + memoryfigure(delta) if delta else (
+                "" if delta is None else "0")
+            rows.append((count + status + started if k == 0 else "", f"{cell['duration_s']:.2f} s" if k == 0 else "",
+                         d["device"], change, memoryfigure(d.get("peak_mib")), memoryfigure(d.get("current_mib"))))
+    return rows
+
+
+CELLS_HEADER = ("cell", "took", "device", "change MiB", "peak MiB", "now MiB")
+CELLS_EMPTY = ("No cells recorded yet: each cell's memory is recorded once TensorFlow's runtime runs (the cell "
+               "that starts it included).")
+
+
+def _cells_reason(cells: Sequence[dict], memory: dict | None) -> str:
+    """Why a recorded device has no figures, from the memory section's note for it."""
+    blank = {d["device"] for c in cells for d in c["devices"] if d.get("peak_mib") is None}
+    notes = {m["device"]: m.get("note") for m in (memory or {}).get("devices") or ()}
+    return "; ".join(f"{device}: {notes.get(device) or 'no figures'}" for device in sorted(blank))
+
+
+def cells_html(cells: Sequence[dict], memory: dict | None = None) -> str:
+    if not cells:
+        return box("panel-cells", paragraph(CELLS_EMPTY))
+    reason = _cells_reason(cells, memory)
+    return box("panel-cells", title(f"Recent cells (the last {len(cells)}, latest first)"),
+               table_html(CELLS_HEADER, cells_rows(cells), right=(1, 3, 4, 5)), *([caution(reason)] if reason else []))
+
+
+def cells_text(cells: Sequence[dict], memory: dict | None = None) -> list[str]:
+    if not cells:
+        return [CELLS_EMPTY]
+    reason = _cells_reason(cells, memory)
+    return [f"Recent cells (the last {len(cells)}, latest first):",
+            *text_table(CELLS_HEADER, cells_rows(cells), right=(1, 3, 4, 5)), *([f"Note: {reason}"] if reason else [])]
+
+
+# -- placement ------------------------------------------------------------------------------------------
+def placement_summary_html(placement: dict | None) -> str:
+    if not placement:
+        return box("panel-placement", paragraph("Placement capture is not available: load the extension with "
+                                                "`%load_ext tfgpu_magic`."))
+    parts = [paragraph(" ".join(placement_sentences(placement["status"])))]
+    summary = placement.get("summary")
+    if summary and summary.get("rows"):
+        rows = [(r["device"], r["op_type"], "-" if r["executed"] is None else r["executed"], r["placed"])
+                for r in summary["rows"]]
+        cell = summary.get("cell")
+        parts += [title(f"Latest cell{'' if cell is None else f' [{cell}]'}: where its ops ran"),
+                  table_html(("device", "op type", "executed", "placed"), rows, right=(2, 3))]
+        for fallback in summary.get("fallbacks") or ():
+            parts.append(alert(f"asked for {fallback['asked']}, ran on {', '.join(fallback['ran_on'])}: "
+                               f"{', '.join(fallback['ops'][:5])}" + (f" ({fallback['reason']})"
+                                                                      if fallback.get("reason") else "")))
+    return box("panel-placement", *parts)
+
+
+def matching_records(placement: dict | None, device: str = "", op: str = "") -> list[dict]:
+    """Records whose short device starts with ``device`` (``CPU``, ``GPU:0``) and whose op or op type contains
+    ``op``, case-insensitive."""
+    records = (placement or {}).get("records") or []
+    device, op = device.strip().upper(), op.strip().lower()
+    return [r for r in records
+            if (not device or r["short_device"].upper() == device or r["short_device"].upper().startswith(device + ":"))
+            and (not op or op in r["op"].lower() or op in (r.get("op_type") or "").lower())]
+
+
+def records_html(placement: dict | None, device: str = "", op: str = "") -> str:
+    if not placement:
+        return ""
+    records = matching_records(placement, device, op)
+    shown = records[-RECORDS_SHOWN:]
+    total = placement.get("total", len(placement.get("records") or ()))
+    head = (f"{len(records):,} records match" + (f", the last {len(shown)} shown" if len(shown) < len(records) else "")
+            + f" ({total:,} kept)")
+    if not records:
+        return box("panel-records", paragraph(head + "."))
+    rows = [("" if r.get("cell") is None else r["cell"], r["short_device"], r.get("op_type") or "", r["op"],
+             r.get("requested") or "") for r in reversed(shown)]
+    return box("panel-records", title(head), table_html(("cell", "device", "op type", "op", "asked"), rows, right=(0,)))
+
+
+# -- messages ------------------------------------------------------------------------------------------
+def message_html(text: str, refused: bool) -> str:
+    if not text:
+        return ""
+    if refused:
+        return f"<div style=\"color:{ALERT};font-weight:600;font-family:{FONT}\">&#9888;&nbsp;{esc(text)}</div>"
+    return f"<div style=\"font-family:{FONT};color:{TEXT}\">{esc(text)}</div>"
+
+
+def error_html(error: dict | None) -> str:
+    if not error:
+        return ""
+    return box("panel-error", caution(f"The refresh failed {error['count']} time(s); the last at {error['at']}: "
+                                      f"{error['message']}{error.get('where', '')}. The panel keeps refreshing."))
+
+
+__all__ = ["Markup", "cells_html", "cells_text", "chart_html", "devices_html", "error_html", "header_html",
+           "matching_records", "memory_html", "message_html", "placement_summary_html", "records_html"]

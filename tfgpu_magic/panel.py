@@ -1,0 +1,216 @@
+"""The live panel: an ipywidgets face of the live model (live.py), rendered by live_html.py.
+
+Standard ipywidgets 8 only (HTML, Tab, Text, Dropdown, Button), so it renders wherever widgets do: JupyterLab 4,
+Notebook 7, VS Code. A panel subscribes to the kernel's one model; every open panel shares its refresher thread,
+and the last panel closed stops it. Widgets are only ever given new values when their rendered HTML differs, so
+a refresh in which nothing changed sends no comm message. The controls run the very ``%tfgpu`` subcommands, so a
+value the magic refuses gets the magic's message, here, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import weakref
+from types import SimpleNamespace
+from typing import Any
+
+import ipywidgets as widgets
+
+from . import live_html
+from .live import LiveModel, default_model
+
+_open: weakref.WeakSet[Panel] = weakref.WeakSet()
+
+# (subcommand, label, widget kind, choices or placeholder)
+CONTROLS = (
+    ("visible", "visible GPUs", "text", "0 | 1,3 | all | none | auto:1"),
+    ("growth", "memory growth", "choice", ("on", "off")),
+    ("limit", "memory limit", "text", "4GB | 40% | off  [--gpu I]"),
+    ("cpus", "logical CPUs", "text", "N | off"),
+    ("cpumem", "CPU figures", "choice", ("on", "off")),
+    ("placement", "placement log", "choice", ("on", "off")),
+)
+FIXED = ("fixed: TensorFlow's runtime has started; restart the kernel and set it before its first operation "
+         "(or `%tfgpu export` for a script)")
+TABS = ("Memory", "Devices", "Cells", "Placement", "Settings")
+
+
+class Panel(widgets.VBox):
+    """``tfgpu_magic.Panel()``: the kernel's devices, memory (with history), recent cells, placement log and
+    settings, live. ``model``: a LiveModel (default: the kernel's); ``magics``: the ``%tfgpu`` magics object whose
+    controller and placement capture the controls use (default: the loaded extension's, if any)."""
+
+    def __init__(self, model: LiveModel | None = None, magics: Any = None, **kwargs):
+        magics = magics if magics is not None else _loaded_magics()
+        self._magics = magics
+        self.model = model if model is not None else (magics.live if magics is not None else default_model())
+        html = {name: widgets.HTML() for name in ("header", "memory", "chart", "devices", "cells", "summary",
+                                                   "records", "message", "error")}
+        self._html = html
+        self._device_filter = widgets.Dropdown(options=[("every device", "")], value="", description="device",
+                                               layout=widgets.Layout(width="220px"))
+        self._op_filter = widgets.Text(value="", placeholder="op or op type contains", description="op",
+                                       continuous_update=True, layout=widgets.Layout(width="260px"))
+        for control in (self._device_filter, self._op_filter):
+            control.observe(self._filter_changed, names="value")
+        self._inputs: dict[str, widgets.Widget] = {}
+        self._buttons: dict[str, widgets.Button] = {}
+        self._reasons: dict[str, widgets.HTML] = {}
+        rows = [self._control_row(*spec) for spec in CONTROLS]
+        close = widgets.Button(description="Close panel", tooltip="close every view of this panel and stop its "
+                               "refresh", layout=widgets.Layout(width="auto"))
+        close.on_click(lambda _: self.close())
+        tabs = widgets.Tab(children=[
+            widgets.VBox([html["memory"], html["chart"]]),
+            html["devices"],
+            html["cells"],
+            widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
+            widgets.VBox([*rows, html["message"]]),
+        ], titles=TABS)
+        self._tabs = tabs
+        self._all: list[widgets.Widget] = [*html.values(), self._device_filter, self._op_filter, close, tabs,
+                                           *tabs.children, *self._inputs.values(), *self._buttons.values(),
+                                           *self._reasons.values(), *rows, tabs.children[3].children[1]]
+        super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
+        self.add_class("tfgpu-panel")
+        self._state: dict[str, Any] = {}
+        self._push_placement()
+        self._render(self.model.state())
+        self._token: int | None = self.model.subscribe(self._on_changes)
+        _open.add(self)
+
+    # -- building ------------------------------------------------------------------------------------------
+    def _control_row(self, name: str, label: str, kind: str, hint) -> widgets.HBox:
+        if kind == "text":
+            control = widgets.Text(value="", placeholder=hint, layout=widgets.Layout(width="240px"))
+        else:
+            control = widgets.Dropdown(options=list(hint), value=None, layout=widgets.Layout(width="240px"))
+        button = widgets.Button(description="Apply", tooltip=f"%tfgpu {name} ...", layout=widgets.Layout(width="80px"))
+        button.on_click(lambda _, n=name: self.apply(n))
+        reason = widgets.HTML()
+        self._inputs[name], self._buttons[name], self._reasons[name] = control, button, reason
+        return widgets.HBox([widgets.Label(label, layout=widgets.Layout(width="120px")), control, button, reason])
+
+    # -- the controls ----------------------------------------------------------------------------------------
+    def apply(self, name: str, value: str | None = None) -> str:
+        """Run ``%tfgpu NAME VALUE`` (VALUE: the control's, by default) as the magic would, show its line (or the
+        refusal) in the panel, and return it."""
+        from IPython.core.error import UsageError
+
+        from .commands import dispatch
+
+        value = self._inputs[name].value if value is None else value
+        line = f"{name} {value or ''}".strip()
+        out = io.StringIO()
+        refused = False
+        try:
+            with contextlib.redirect_stdout(out):
+                dispatch(self._magics or _bare_magics(self.model), line, None)
+            text = " ".join(out.getvalue().split()) or f"tfgpu: %tfgpu {line}: done"
+        except UsageError as err:
+            text, refused = str(err), True
+        except Exception as err:  # a bug must show in the panel, not vanish in a comm handler
+            text, refused = f"tfgpu: %tfgpu {line} failed: {type(err).__name__}: {err}", True
+        self._html["message"].value = live_html.message_html(text, refused)
+        self._push_placement()
+        self.model.refresh()
+        return text
+
+    def _filter_changed(self, change=None) -> None:
+        self._html["records"].value = live_html.records_html(self._state.get("placement"), self._device_filter.value,
+                                                             self._op_filter.value)
+
+    # -- the model -----------------------------------------------------------------------------------------------
+    def _push_placement(self) -> None:
+        placement = getattr(self._magics, "placement", None)
+        if placement is not None:
+            self.model.set_placement(placement.live_section())
+
+    def _on_changes(self, changes: dict[str, Any]) -> None:
+        self._render(changes)
+
+    def _render(self, changes: dict[str, Any]) -> None:
+        self._state.update(changes)
+        state = self._state
+        html = self._html
+        kernel, gpus, memory = state.get("kernel"), state.get("gpus"), state.get("memory")
+        if kernel is not None and ("kernel" in changes or "gpus" in changes):
+            html["header"].value = live_html.header_html(kernel)
+            html["devices"].value = live_html.devices_html(kernel, gpus or {})
+            self._enable_controls(kernel)
+        if gpus is not None and memory is not None and ("gpus" in changes or "memory" in changes):
+            html["memory"].value = live_html.memory_html(gpus, memory)
+        if "history" in changes:
+            html["chart"].value = live_html.chart_html(state["history"])
+        if "cells" in changes or "memory" in changes:
+            html["cells"].value = live_html.cells_html(state.get("cells") or [], memory)
+        if "placement" in changes:
+            placement = state.get("placement")
+            html["summary"].value = live_html.placement_summary_html(placement)
+            devices = sorted({r["short_device"] for r in (placement or {}).get("records") or ()})
+            kinds = sorted({d.split(":")[0] for d in devices})
+            options = [("every device", ""), *((f"every {k}", k) for k in kinds), *((d, d) for d in devices)]
+            if list(self._device_filter.options) != options:
+                keep = self._device_filter.value if self._device_filter.value in dict(options).values() else ""
+                self._device_filter.options = options
+                self._device_filter.value = keep
+            self._filter_changed()
+        if "error" in changes:
+            html["error"].value = live_html.error_html(state.get("error"))
+
+    def _enable_controls(self, kernel: dict) -> None:
+        started = kernel["tensorflow"]["state"] == "initialized"
+        capture = getattr(self._magics, "placement", None) is not None
+        for name, control in self._inputs.items():
+            if name == "placement":
+                off = not capture
+                why = "" if capture else "placement capture needs the extension: `%load_ext tfgpu_magic`"
+            else:
+                off, why = started, FIXED if started else ""
+            control.disabled = self._buttons[name].disabled = off
+            self._reasons[name].value = f"<span style='font-size:11px'>{live_html.esc(why)}</span>" if why else ""
+
+    # -- closing -------------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every view of this panel; the last panel closed stops the refresher."""
+        token, self._token = getattr(self, "_token", None), None
+        if token is not None:
+            self.model.unsubscribe(token)
+        _open.discard(self)
+        for widget in getattr(self, "_all", ()):
+            widget.close()
+        super().close()
+
+    @property
+    def closed(self) -> bool:
+        return self.comm is None
+
+
+def close_all() -> int:
+    """Close every open panel (``%tfgpu panel --close``, ``%unload_ext``); returns how many."""
+    panels = list(_open)
+    for panel in panels:
+        panel.close()
+    return len(panels)
+
+
+def _loaded_magics():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    if shell is None:
+        return None
+    from .magics import _loaded
+
+    return _loaded.get(id(shell))
+
+
+def _bare_magics(model: LiveModel):
+    """What the subcommands need when the extension is not loaded: the model's controller, no placement capture."""
+    return SimpleNamespace(controller=model.controller, quiet=False, placement=None, live=model)
+
+
+__all__ = ["Panel", "close_all"]
