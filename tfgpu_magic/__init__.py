@@ -121,4 +121,13 @@ def snapshot(*, list_devices=False):
             _loaded_by.add("snapshot")
 
 
-__all__ = ["TfgpuWarning", "__version__", "configure", "snapshot"]
+def __getattr__(name: str):
+    # The panel imports ipywidgets: loaded when asked for (`tfgpu_magic.Panel()`), never at `import tfgpu_magic`.
+    if name == "Panel":
+        from .panel import Panel
+
+        return Panel
+    raise AttributeError(f"module 'tfgpu_magic' has no attribute {name!r}")
+
+
+__all__ = ["Panel", "TfgpuWarning", "__version__", "configure", "snapshot"]
