@@ -48,6 +48,7 @@ bench: $(STAMP)
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_nvml.py
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_placement.py
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_cell_overhead.py
+	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_panel_refresh.py
 
 clean:
 	rm -rf .venv .venv-tf* .pytest_cache .ruff_cache
