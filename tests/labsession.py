@@ -204,10 +204,9 @@ def open_new_notebook(page, timeout: float = 60_000) -> None:
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(timeout=timeout)
 
 
-def run_cell(page, index: int, source: str, *, count: int | None = None, timeout: float = 180) -> int:
-    """Replace the text of cell ``index`` with ``source``, run it and wait until it finished; returns its execution
-    count. With ``count`` the prompt must show exactly ``[count]:``. ``timeout`` in seconds (import tensorflow
-    takes a while on a loaded machine)."""
+def start_cell(page, index: int, source: str) -> None:
+    """Replace the text of cell ``index`` with ``source`` and run it, without waiting for it to finish: returns
+    once the kernel took it (the prompt changed, to ``[*]:`` while it runs). For checks made while a cell runs."""
     from playwright.sync_api import expect
 
     cell = page.locator(CELL).nth(index)
@@ -224,10 +223,20 @@ def run_cell(page, index: int, source: str, *, count: int | None = None, timeout
         page.keyboard.press("Control+Enter")
         try:
             expect(prompt).not_to_have_text(before, timeout=8000)
-            break
+            return
         except AssertionError:
             if attempt == 2:
                 raise
+
+
+def run_cell(page, index: int, source: str, *, count: int | None = None, timeout: float = 180) -> int:
+    """Replace the text of cell ``index`` with ``source``, run it and wait until it finished; returns its execution
+    count. With ``count`` the prompt must show exactly ``[count]:``. ``timeout`` in seconds (import tensorflow
+    takes a while on a loaded machine)."""
+    from playwright.sync_api import expect
+
+    start_cell(page, index, source)
+    prompt = page.locator(CELL).nth(index).locator(".jp-InputPrompt")
     done = re.compile(rf"^\[{count}\]:$" if count is not None else r"^\[\d+\]:$")
     expect(prompt).to_have_text(done, timeout=timeout * 1000)
     return int(prompt.inner_text().strip()[1:-2])
@@ -257,3 +266,69 @@ def set_theme(page, name: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
     page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
     expect(page.locator("body")).to_have_attribute("data-jp-theme-name", name, timeout=30_000)
+
+
+# -- the live panel (%tfgpu panel): tests/test_browser_panel.py and benchmarks/screenshot_panel.py ---------------
+PANEL_CELLS = (
+    "%load_ext tfgpu_magic",
+    "%tfgpu cpumem on",  # TensorFlow's CPU allocator keeps figures: a memory figure without a GPU
+    "%tfgpu cpus 2",
+    "import tensorflow as tf\nsmall = tf.constant([1.0])",
+    "%config TfgpuMagics.refresh_interval = 0.25",
+    "%tfgpu panel",
+)
+PANEL_CELL = len(PANEL_CELLS) - 1  # the index of the panel's cell
+# 4096 x 4096 float32: 64 MiB held by `big` while the cell sleeps (and for as long as the kernel keeps it).
+BIG_TENSOR_CELL = 'import time\nbig = tf.ones((4096, 4096)) + 1.0\ntime.sleep(6)\nprint("done")'
+BIG_TENSOR_MIB = 64
+IN_USE = re.compile(r"in use ([\d,.]+) (MiB|GiB)")
+
+
+def show_panel(page, timeout: float = 60_000):
+    """Run PANEL_CELLS in a new notebook (one cell each) and return the panel (a Locator on ``.tfgpu-panel`` in
+    the last cell's output) once it is visible."""
+    from playwright.sync_api import expect
+
+    open_new_notebook(page)
+    for index, source in enumerate(PANEL_CELLS):
+        if index:
+            add_cell_below(page)
+        run_cell(page, index, source, count=index + 1)
+    panel = cell_output(page, PANEL_CELL).locator(".tfgpu-panel")
+    expect(panel).to_be_visible(timeout=timeout)
+    return panel
+
+
+def panel_tab(panel, name: str) -> None:
+    """Click the panel's tab ``name`` ("Memory", "Devices", ...) and wait until it is the current one."""
+    from playwright.sync_api import expect
+
+    tab = panel.locator(".lm-TabBar-tab", has_text=name)
+    tab.click()
+    expect(tab).to_have_class(re.compile(r"\blm-mod-current\b"))
+
+
+def in_use_mib(text: str) -> float | None:
+    """The first "in use X MiB" (or GiB) figure of the panel's text, in MiB; None when there is none."""
+    match = IN_USE.search(text)
+    if match is None:
+        return None
+    value = float(match.group(1).replace(",", ""))
+    return value * 1024 if match.group(2) == "GiB" else value
+
+
+def start_big_tensor(page) -> int:
+    """A new cell below the last one, started with BIG_TENSOR_CELL (not waited for); returns its index."""
+    add_cell_below(page)
+    index = page.locator(CELL).count() - 1
+    start_cell(page, index, BIG_TENSOR_CELL)
+    return index
+
+
+def shoot_panel(page, path: Path) -> Path:
+    """A picture of the panel cell's output area at ``path`` (folders made as needed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.mouse.move(0, 0)  # no hover highlight
+    page.wait_for_timeout(600)  # let a theme's fonts and colours settle
+    cell_output(page, PANEL_CELL).screenshot(path=str(path))
+    return path

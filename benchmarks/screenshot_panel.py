@@ -1,0 +1,114 @@
+"""Screenshots of the live panel (`%tfgpu panel`) in JupyterLab's light and dark themes, for the README:
+docs/panel-light.png and docs/panel-dark.png (the Memory tab), and docs/panel-devices-light.png (the Devices tab).
+
+    python benchmarks/screenshot_panel.py [--out docs] [--width 1100] [--scale 1]
+
+Needs jupyterlab, ipykernel, ipywidgets, tensorflow-cpu and playwright in this Python (`pip install -e
+'.[lab,browser]'`), Chromium at /usr/bin/chromium (Debian: `apt-get install chromium`; Playwright's own browser
+download is not used) and gcc, for the fake NVML library that gives the kernel three GPUs (tests/fakenvml: an
+A100 nearly full, an H100 this kernel holds memory on, an idle T4). The steps are the browser test's
+(tests/test_browser_panel.py, through tests/labsession.py): a new notebook runs
+
+    %load_ext tfgpu_magic / %tfgpu cpumem on / %tfgpu cpus 2 / import tensorflow as tf; small = tf.constant([1.0])
+    %config TfgpuMagics.refresh_interval = 0.25 / %tfgpu panel
+
+then a cell that makes a 64 MiB tensor and sleeps 6 s, so the chart has something to show; once it is done the
+panel's output is photographed, then its Devices tab, then the Memory tab again in JupyterLab Dark. It prints the
+contrast of the panel's text, chart labels and chart lines against the background, as the browser computed them.
+Takes about 40 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The JupyterLab + Playwright harness and the fake NVML live with the tests, which use them too.
+sys.path.insert(0, str(ROOT / "tests"))
+from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, three_gpus, write_config  # noqa: E402
+from labsession import (  # noqa: E402
+    CELL,
+    Lab,
+    browser_available,
+    cell_output,
+    panel_tab,
+    set_theme,
+    shoot_panel,
+    show_panel,
+    start_big_tensor,
+)
+
+# Colours as rendered, each over the panel's background: body text, the muted note, the chart's axis labels and
+# legend, and every chart line (WCAG contrast ratio; 3 is the least for lines and large text, 4.5 for text).
+CONTRAST_JS = """(panel) => {
+  const parse = (c) => c.match(/[\\d.]+/g).map(Number);
+  const over = (c, bg) => c.length > 3 ? c.slice(0, 3).map((v, k) => c[3] * v + (1 - c[3]) * bg[k]) : c;
+  const lum = (c) => { const [r, g, b] = c.slice(0, 3).map((v) => { v /= 255;
+    return v <= 0.04045 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+    return Math.round(100 * (x + 0.05) / (y + 0.05)) / 100; };
+  let node = panel, bg = [0, 0, 0, 0];
+  while (node) { bg = parse(getComputedStyle(node).backgroundColor); if (bg.length < 4 || bg[3] > 0) break;
+    node = node.parentElement; }
+  const out = {background: bg.slice(0, 3)};
+  const measure = (name, el, prop) => {
+    if (el) out[name] = ratio(over(parse(getComputedStyle(el)[prop]), bg), bg); };
+  measure('text', panel.querySelector('.tfgpu-panel-memory p'), 'color');
+  measure('muted note', panel.querySelector('.tfgpu-panel-memory p[style*="font-color2"]'), 'color');
+  measure('chart labels', panel.querySelector('.tfgpu-panel-chart svg text'), 'fill');
+  measure('legend', panel.querySelector('.tfgpu-panel-chart svg + div'), 'color');
+  panel.querySelectorAll('.tfgpu-panel-chart svg[aria-label="memory over time"] polyline').forEach((line, k) => {
+    const label = panel.querySelectorAll('.tfgpu-panel-chart svg[aria-label="memory over time"] + div > span')[k];
+    measure('line: ' + (label ? label.textContent : k), line, 'stroke'); });
+  return out;
+}"""
+
+
+def shoot(page, panel, path: Path) -> None:
+    shoot_panel(page, path)
+    measured = panel.evaluate(CONTRAST_JS)
+    print(f"{path}: {path.stat().st_size // 1024} KiB; contrast as rendered: {json.dumps(measured)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where the PNGs go (default: docs/)")
+    parser.add_argument("--width", type=int, default=1100, help="browser window width in CSS pixels")
+    parser.add_argument("--scale", type=float, default=1, help="device pixels per CSS pixel (2: a HiDPI picture)")
+    args = parser.parse_args()
+    missing = browser_available()
+    if missing:
+        print(missing)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tfgpu-panel-shots-") as tmp:
+        try:
+            lib = build_fake_nvml(tmp)
+        except FakeNvmlUnavailable as exc:
+            print(f"needs the fake NVML for its three GPUs: {exc}")
+            return 2
+        config = write_config(Path(tmp) / "fake_nvml.cfg", three_gpus())
+        with Lab(extra_env=fake_env(lib.parent, config, base={})) as lab, \
+                lab.browser_page(width=args.width, height=2000, device_scale_factor=args.scale) as page:
+            panel = show_panel(page)
+            big = start_big_tensor(page)
+            cell_output(page, big).get_by_text("done").wait_for(timeout=60_000)
+            # The first cell active (outside the picture): no selection bar, no cell toolbar.
+            page.locator(CELL).first.locator(".jp-InputPrompt").click()
+            page.keyboard.press("Escape")
+            shoot(page, panel, args.out / "panel-light.png")
+            panel_tab(panel, "Devices")
+            shoot(page, panel, args.out / "panel-devices-light.png")
+            panel_tab(panel, "Memory")
+            set_theme(page, "JupyterLab Dark")
+            shoot(page, panel, args.out / "panel-dark.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

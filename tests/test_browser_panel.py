@@ -1,0 +1,128 @@
+"""`%tfgpu panel` in JupyterLab in Chromium: the live panel renders as a widget (not its text fallback), names the
+devices, shows a memory figure and follows it while a cell runs, in the light and the dark theme.
+
+One Lab and one notebook for the whole check (about a minute on two cores). Its kernels see three fake GPUs
+(tests/fakenvml) and run real TensorFlow on the CPU; `%tfgpu cpumem on` gives TensorFlow's CPU allocator figures,
+so the panel has memory to show without a GPU. Screenshots go to the test's tmp folder and, when TFGPU_SCREENSHOTS
+names a folder, there too (benchmarks/screenshot_panel.py makes the README's docs/panel-*.png the same way).
+Skipped where the browser is missing, failed instead with CI=true (labsession.require_browser).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from fakenvml import fake_env, three_gpus, write_config
+from labsession import (
+    BIG_TENSOR_MIB,
+    CELL,
+    PANEL_CELL,
+    Lab,
+    cell_output,
+    in_use_mib,
+    panel_tab,
+    require_browser,
+    set_theme,
+    shoot_panel,
+    show_panel,
+    start_big_tensor,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.tf]
+
+GPU_NAMES = [gpu["name"] for gpu in three_gpus()["gpus"]]
+# What the output shows when the widget does not render: the manager's placeholder, or the text/plain fallback
+# (the widget's repr: "Panel(children=(HTML(value=..." for the panel, "VBox(..." for a plain box).
+NOT_RENDERED = ("Loading widget", "VBox(", "Panel(children")
+
+
+@pytest.fixture(scope="module")
+def lab(fake_nvml_lib, tmp_path_factory):
+    require_browser()
+    config = write_config(tmp_path_factory.mktemp("panel_nvml") / "fake_nvml.cfg", three_gpus())
+    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
+        yield lab
+
+
+@pytest.fixture
+def page(lab):
+    # Tall: the whole panel (header, Memory tab with three GPUs and the chart) fits without scrolling.
+    with lab.browser_page(width=1100, height=2000) as page:
+        yield page
+    print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
+
+
+def keep(shot: Path) -> None:
+    """Copy a screenshot to $TFGPU_SCREENSHOTS when that names a folder (never into the repository otherwise)."""
+    folder = os.environ.get("TFGPU_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(folder) / shot.name)
+
+
+def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
+    from playwright.sync_api import expect
+
+    require_browser()
+    panel = show_panel(page)
+    output = cell_output(page, PANEL_CELL)
+
+    # A widget, not a placeholder or its text/plain repr.
+    expect(panel.locator(".lm-TabBar-tab", has_text="Memory")).to_be_visible()
+    text = output.inner_text()
+    for fallback in NOT_RENDERED:
+        assert fallback not in text, f"the panel did not render as a widget: {fallback!r} in {text[:500]!r}"
+
+    # Device names: the fake GPUs in the Memory tab, TensorFlow's two logical CPUs in the Devices tab. Shown ones:
+    # inner text, which leaves out the hidden tabs (textContent, Playwright's default, would include them).
+    for name in GPU_NAMES:
+        expect(panel).to_contain_text(name, use_inner_text=True)
+    panel_tab(panel, "Devices")
+    expect(panel).to_contain_text("CPU:0", use_inner_text=True)
+    expect(panel).to_contain_text("CPU:1", use_inner_text=True)
+    panel_tab(panel, "Memory")
+
+    # A memory figure from TensorFlow's CPU allocator.
+    expect(panel).to_contain_text("TensorFlow CPU allocator", use_inner_text=True)
+    before = in_use_mib(panel.inner_text())
+    assert before is not None, f"no 'in use X MiB' in the panel: {panel.inner_text()[:1000]!r}"
+    assert before < BIG_TENSOR_MIB, f"in use {before} MiB before the big tensor exists"
+
+    # The figure follows a running cell: it reaches the big tensor's 64 MiB while the cell still sleeps.
+    big = start_big_tensor(page)
+    prompt = page.locator(CELL).nth(big).locator(".jp-InputPrompt")
+    big_output = cell_output(page, big)
+    seen: list[tuple[float, float | None, str]] = []
+    started = time.monotonic()
+    while time.monotonic() - started < 30:
+        running = prompt.inner_text().strip()
+        done = "done" in big_output.inner_text()
+        figure = in_use_mib(panel.inner_text())
+        seen.append((round(time.monotonic() - started, 2), figure, running + (" done" if done else "")))
+        if figure is not None and figure >= BIG_TENSOR_MIB:
+            assert running == "[*]:" and not done, f"the figure changed only after the cell ended: {seen}"
+            print(f"in use reached {figure} MiB after {seen[-1][0]} s, cell {running}")
+            break
+        assert not done, f"the cell ended before the panel showed {BIG_TENSOR_MIB} MiB in use: {seen}"
+        page.wait_for_timeout(100)
+    else:
+        pytest.fail(f"the panel never showed {BIG_TENSOR_MIB} MiB in use within 30 s: {seen}")
+    expect(big_output).to_contain_text("done", timeout=30_000)
+    assert (in_use_mib(panel.inner_text()) or 0) >= BIG_TENSOR_MIB, "`big` still exists"
+
+    # Pictures, the Memory tab (bars, the big tensor in the chart) in both themes, the Devices tab in light.
+    page.locator(CELL).first.locator(".jp-InputPrompt").click()  # the selection away from the photographed cell
+    page.keyboard.press("Escape")
+    keep(shoot_panel(page, tmp_path / "panel-light.png"))
+    panel_tab(panel, "Devices")
+    keep(shoot_panel(page, tmp_path / "panel-devices-light.png"))
+    panel_tab(panel, "Memory")
+    set_theme(page, "JupyterLab Dark")
+    expect(panel).to_contain_text("TensorFlow CPU allocator", use_inner_text=True)
+    keep(shoot_panel(page, tmp_path / "panel-dark.png"))
+    for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png"):
+        assert (tmp_path / name).stat().st_size > 10_000, f"{name}: suspiciously small"
