@@ -72,13 +72,13 @@ PANEL_SESSION = [
 
 
 def cell_peaks(text: str) -> dict[int, float]:
-    """cell count -> its CPU:0 peak MiB, from the recent-cells table's text form."""
+    """cell count -> its CPU:0 peak MiB, from the recent-cells table's text form (columns: two spaces apart)."""
     peaks = {}
     for line in text.splitlines():
-        match = re.match(r"\s*(\d+)(?: \(started TensorFlow\))?\s+[\d.]+ s\s+CPU:0\s+\S*\s+([\d,.<> ]+?)\s+[\d,.]+\s*$",
-                         line)
-        if match:
-            peaks[int(match.group(1))] = float(match.group(2).replace(",", "").replace("<", "").strip())
+        columns = re.split(r"\s{2,}", line.strip())
+        if len(columns) == 6 and columns[2] == "CPU:0" and re.match(r"\d+", columns[0]):
+            peak = columns[4].replace(",", "")
+            peaks[int(re.match(r"\d+", columns[0]).group())] = 0.05 if peak.startswith("<") else float(peak)
     return peaks
 
 

@@ -141,9 +141,9 @@ class LiveModel:
 
     def state(self) -> dict[str, Any]:
         """Every section as it was last published (a view builds itself from this, then takes changes)."""
+        if "kernel" not in self._state:
+            self.refresh()  # a failure becomes the error section here too
         with self._lock:
-            if "kernel" not in self._state:
-                self._publish(self._sample())
             return dict(self._state)
 
     # -- the refresher ----------------------------------------------------------------------------------------
@@ -304,9 +304,10 @@ class LiveModel:
                 continue
             start = 0 if before is None else before.get(device)
             current, peak = info["current"] / MIB, info["peak"] / MIB
-            devices.append({"device": device, "current_mib": round(current, 1),
-                            "delta_mib": None if start is None else round(current - start / MIB, 1),
-                            "peak_mib": round(peak, 1)})
+            # Three decimals: a few KiB stays "< 0.1" in a view instead of becoming a made-up 0.
+            devices.append({"device": device, "current_mib": round(current, 3),
+                            "delta_mib": None if start is None else round(current - start / MIB, 3),
+                            "peak_mib": round(peak, 3)})
         record = {"cell": count, "duration_s": round(time.perf_counter() - cell["started"], 3),
                   "success": bool(success), "started_runtime": before is None, "devices": devices}
         with self._lock:
@@ -339,6 +340,8 @@ def _error_section(err: BaseException, count: int, now: float) -> dict[str, Any]
 
 def _initialized_tensorflow():
     """The TensorFlow module once its runtime runs, else None: asking for memory figures earlier would start it."""
+    if "tensorflow" not in sys.modules:
+        return None  # the usual first cells: nothing to load, nothing to ask
     from .runtime import TFState, probe  # loaded already by whoever made the model
 
     if probe().state < TFState.INITIALIZED:

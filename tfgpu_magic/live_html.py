@@ -32,8 +32,10 @@ MUTED = "var(--jp-ui-font-color2, #616161)"
 OWN = "var(--jp-brand-color1, #1976d2)"  # this kernel's memory
 OTHERS = "var(--jp-layout-color4, #9e9e9e)"  # other processes' memory
 TRACK = "var(--jp-layout-color2, #eeeeee)"
-SERIES = ("var(--jp-brand-color1, #1976d2)", "var(--jp-accent-color1, #388e3c)", "var(--jp-warn-color1, #f57c00)",
-          "var(--jp-error-color1, #c62828)", "var(--jp-brand-color3, #64b5f6)", "var(--jp-accent-color3, #81c784)")
+# Line colours at 3:1 or more against both themes' backgrounds (the pale -color3 shades are not): a chart has a
+# few lines, each GPU's in one chart, TensorFlow's allocators in another.
+SERIES = ("var(--jp-brand-color1, #1976d2)", "var(--jp-accent-color1, #388e3c)", "var(--jp-warn-color0, #e65100)",
+          "var(--jp-error-color1, #c62828)", "var(--jp-brand-color0, #0d47a1)", "var(--jp-accent-color0, #1b5e20)")
 CHART_POINTS = 150  # a line of more points than this is thinned: the chart is ~600 px wide
 RECORDS_SHOWN = 50
 
@@ -169,24 +171,25 @@ def memory_html(gpus: dict, memory: dict) -> str:
 
 
 # -- history chart ------------------------------------------------------------------------------------------
-def _series(history: Sequence[dict]) -> tuple[list, list]:
-    """Memory lines (label, points, dashed): each GPU's used memory, this kernel's reserved share, TensorFlow's
-    allocators in use; and utilization lines, one per GPU."""
-    memory: dict[str, tuple[list, bool]] = {}
+def _series(history: Sequence[dict]) -> tuple[list, list, list]:
+    """Three charts' lines (label, points, dashed): GPU memory (each GPU's used, this kernel's reserved share),
+    TensorFlow's allocators in use, and each GPU's utilization. Apart, so 64 MiB of a CPU allocator does not
+    vanish at the bottom of an 80 GiB axis."""
+    gpu: dict[str, tuple[list, bool]] = {}
+    tf: dict[str, tuple[list, bool]] = {}
     util: dict[str, tuple[list, bool]] = {}
     for point in history:
         t = point["t"]
         for index, g in point["gpus"].items():
             if g.get("used") is not None:
-                memory.setdefault(f"GPU {index} used", ([], False))[0].append((t, g["used"]))
+                gpu.setdefault(f"GPU {index} used", ([], False))[0].append((t, g["used"]))
             if g.get("kernel") is not None:
-                memory.setdefault(f"GPU {index} reserved by this kernel", ([], True))[0].append((t, g["kernel"]))
+                gpu.setdefault(f"GPU {index} reserved by this kernel", ([], True))[0].append((t, g["kernel"]))
             if g.get("util") is not None:
                 util.setdefault(f"GPU {index} utilization", ([], False))[0].append((t, g["util"]))
         for device, current in point["tf"].items():
-            memory.setdefault(f"TensorFlow {device} in use", ([], False))[0].append((t, current))
-    return ([(label, _thin(p), dashed) for label, (p, dashed) in memory.items()],
-            [(label, _thin(p), dashed) for label, (p, dashed) in util.items()])
+            tf.setdefault(f"{device} in use", ([], False))[0].append((t, current))
+    return tuple([(label, _thin(p), dashed) for label, (p, dashed) in lines.items()] for lines in (gpu, tf, util))
 
 
 def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -204,7 +207,7 @@ def _svg(series: list, top: float, top_label: str, label: str, width: int, heigh
     span_t = (t1 - t0) or 1.0
 
     def xy(t: float, v: float) -> str:
-        return f"{left + (width - left - 6) * (t - t0) / span_t:.1f},{(height - bottom) * (1 - v / top) + 4:.1f}"
+        return f"{left + (width - left - 6) * (t - t0) / span_t:.0f},{(height - bottom) * (1 - v / top) + 4:.0f}"
 
     lines, legend = [], []
     for k, (name, points, dashed) in enumerate(series):
@@ -215,32 +218,38 @@ def _svg(series: list, top: float, top_label: str, label: str, width: int, heigh
         legend.append(f"<span style='white-space:nowrap;margin-right:12px'><span style='display:inline-block;"
                       f"width:14px;border-top:2px {'dashed' if dashed else 'solid'} {colour};vertical-align:middle;"
                       f"margin-right:4px'></span>{esc(name)}</span>")
-    clock = [time.strftime("%H:%M:%S", time.localtime(t)) for t in (t0, t1)]
+    # Redrawn only when a figure changes, so the right end is the last change, not "now".
+    clock = [time.strftime("%H:%M:%S", time.localtime(t0)),
+             time.strftime("last change %H:%M:%S", time.localtime(t1))]
     axis = (f"<text x='{left - 4}' y='12' text-anchor='end'>{esc(top_label)}</text>"
             f"<text x='{left - 4}' y='{height - bottom + 4}' text-anchor='end'>0</text>"
             f"<text x='{left}' y='{height - 2}'>{clock[0]}</text>"
             f"<text x='{width - 6}' y='{height - 2}' text-anchor='end'>{clock[1]}</text>"
             f"<line x1='{left}' y1='{height - bottom + 4}' x2='{width - 6}' y2='{height - bottom + 4}' "
             f"style='stroke:{OTHERS}' stroke-width='1'/>")
+    # Double quotes: FONT itself holds single-quoted family names.
     return (f"<svg role='img' aria-label='{esc(label)}' width='{width}' height='{height}' viewBox='0 0 {width} "
-            f"{height}' style='font-family:{FONT};font-size:10px;fill:{TEXT};max-width:100%'>{axis}{''.join(lines)}"
+            f"{height}' style=\"font-family:{FONT};font-size:10px;fill:{TEXT};max-width:100%\">{axis}{''.join(lines)}"
             f"</svg><div style='font-size:11px;margin-bottom:6px'>{''.join(legend)}</div>")
 
 
 def chart_html(history: Sequence[dict], width: int = 600, height: int = 130) -> str:
-    """The last minutes as inline SVG: GPU memory used (NVML), this kernel's reserved share and TensorFlow's
-    allocators in use (on a laptop: its CPU allocator); below, each GPU's utilization. The clock times at the
-    ends say when; a point is taken every refresh, the chart redrawn when a figure changed."""
-    memory, util = _series(history)
-    if len(history) < 2 or not (memory or util):
+    """The last minutes as inline SVG: GPU memory used (NVML) and this kernel's reserved share; TensorFlow's
+    allocators in use (on a laptop: its CPU allocator); each GPU's utilization. The clock times at the ends say
+    when; a point is taken every refresh, the chart redrawn when a figure changed."""
+    gpu, tf, util = _series(history)
+    if len(history) < 2 or not (gpu or tf or util):
         return box("panel-chart", paragraph("Memory over time: collecting (a point per refresh; the chart shows "
                                             "the last 10 minutes)."))
-    parts = [title("Memory over time")]
-    if memory:
-        top = max(max(v for _, v in pts) for _, pts, _ in memory) * 1.1 or 1.0
-        parts.append(_svg(memory, top, size(top), "memory over time", width, height))
-    if util:
-        parts += [title("Utilization over time"), _svg(util, 100.0, "100%", "utilization over time", width, 80)]
+    parts = []
+    for lines, name, fixed_top in ((gpu, "GPU memory over time (NVML)", None),
+                                   (tf, "TensorFlow's allocators in use over time", None),
+                                   (util, "GPU utilization over time", 100.0)):
+        if not lines:
+            continue
+        top = fixed_top or (max(max(v for _, v in pts) for _, pts, _ in lines) * 1.1 or 1.0)
+        parts += [title(name), _svg(lines, top, "100%" if fixed_top else size(top), name.lower(), width,
+                                    80 if fixed_top else height)]
     return box("panel-chart", *parts)
 
 
@@ -254,8 +263,12 @@ def cells_rows(cells: Sequence[dict]) -> list[tuple[str, ...]]:
         for k, d in enumerate(cell["devices"] or [{"device": "", "current_mib": None, "delta_mib": None,
                                                    "peak_mib": None}]):
             delta = d.get("delta_mib")
-            change = "" if delta is None else ("+" if delta > 0 else "") + memoryfigure(delta) if delta else (
-                "" if delta is None else "0")
+            if delta is None:
+                change = ""
+            elif delta == 0:
+                change = "0"
+            else:
+                change = ("+" if delta > 0 else "-") + memoryfigure(abs(delta))
             rows.append((count + status + started if k == 0 else "", f"{cell['duration_s']:.2f} s" if k == 0 else "",
                          d["device"], change, memoryfigure(d.get("peak_mib")), memoryfigure(d.get("current_mib"))))
     return rows

@@ -211,17 +211,13 @@ class _CellMemory:
         self.magics = magics
 
     def pre_run_cell(self, info=None) -> None:
-        if "tensorflow" not in sys.modules:
-            return  # nothing to measure, and nothing to load
+        # Also before TensorFlow is imported: the cell that imports it and starts its runtime is recorded too.
         try:
             self.magics.live.cell_started()
         except Exception as err:  # shown in the panel's error line instead
             self.magics.live.refresh_failed(err)
 
     def post_run_cell(self, result=None) -> None:
-        live = self.magics._live
-        if live is None and "tensorflow" not in sys.modules:
-            return
         try:
             live = self.magics.live
             live.cell_finished(getattr(result, "execution_count", None), bool(getattr(result, "success", True)))

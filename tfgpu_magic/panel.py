@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import threading
 import weakref
 from types import SimpleNamespace
 from typing import Any
@@ -75,6 +76,7 @@ class Panel(widgets.VBox):
         super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
         self.add_class("tfgpu-panel")
         self._state: dict[str, Any] = {}
+        self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
         self._push_placement()
         self._render(self.model.state())
         self._token: int | None = self.model.subscribe(self._on_changes)
@@ -131,6 +133,10 @@ class Panel(widgets.VBox):
         self._render(changes)
 
     def _render(self, changes: dict[str, Any]) -> None:
+        with self._render_lock:
+            self._render_locked(changes)
+
+    def _render_locked(self, changes: dict[str, Any]) -> None:
         self._state.update(changes)
         state = self._state
         html = self._html
