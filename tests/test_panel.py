@@ -259,6 +259,13 @@ def test_refresh_interval_is_an_option(shell, capsys):
     assert shell.tfgpu.live.interval == 2.0 and shell.tfgpu.refresh_interval == 2.0
 
 
+def test_closing_a_panel_closes_every_widget_it_made(shell):
+    p = Panel(model=shell.tfgpu.live, magics=shell.tfgpu)
+    made = list(walk(p))
+    p.close()
+    assert [w for w in made if w.comm is not None] == []
+
+
 def test_panel_close_command(shell, capsys):
     p = Panel(model=shell.tfgpu.live, magics=shell.tfgpu)
     shell.tfgpu._panel = p

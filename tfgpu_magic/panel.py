@@ -70,10 +70,14 @@ class Panel(widgets.VBox):
             widgets.VBox([*rows, html["message"]]),
         ], titles=TABS)
         self._tabs = tabs
+        footer = widgets.HBox([html["error"], close])
+        labels = [row.children[0] for row in rows]
+        # Every widget made here, for close(): ipywidgets does not close a box's children with it.
         self._all: list[widgets.Widget] = [*html.values(), self._device_filter, self._op_filter, close, tabs,
                                            *tabs.children, *self._inputs.values(), *self._buttons.values(),
-                                           *self._reasons.values(), *rows, tabs.children[3].children[1]]
-        super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
+                                           *self._reasons.values(), *labels, *rows, tabs.children[3].children[1],
+                                           footer]
+        super().__init__(children=[html["header"], tabs, footer], **kwargs)
         self.add_class("tfgpu-panel")
         self._state: dict[str, Any] = {}
         self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
