@@ -69,21 +69,13 @@ class Panel(widgets.VBox):
             widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
             widgets.VBox([*rows, html["message"]]),
         ], titles=TABS)
-        self._tabs = tabs
-        footer = widgets.HBox([html["error"], close])
-        labels = [row.children[0] for row in rows]
-        # Every widget made here, for close(): ipywidgets does not close a box's children with it.
-        self._all: list[widgets.Widget] = [*html.values(), self._device_filter, self._op_filter, close, tabs,
-                                           *tabs.children, *self._inputs.values(), *self._buttons.values(),
-                                           *self._reasons.values(), *labels, *rows, tabs.children[3].children[1],
-                                           footer]
-        super().__init__(children=[html["header"], tabs, footer], **kwargs)
+        super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
         self.add_class("tfgpu-panel")
         self._state: dict[str, Any] = {}
         self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
         self._push_placement()
         self._render(self.model.state())
-        self._token: int | None = self.model.subscribe(self._on_changes)
+        self._token: int | None = self.model.subscribe(self._render)
         _open.add(self)
 
     # -- building ------------------------------------------------------------------------------------------
@@ -132,9 +124,6 @@ class Panel(widgets.VBox):
         placement = getattr(self._magics, "placement", None)
         if placement is not None:
             self.model.set_placement(placement.live_section())
-
-    def _on_changes(self, changes: dict[str, Any]) -> None:
-        self._render(changes)
 
     def _render(self, changes: dict[str, Any]) -> None:
         with self._render_lock:
@@ -188,13 +177,19 @@ class Panel(widgets.VBox):
         if token is not None:
             self.model.unsubscribe(token)
         _open.discard(self)
-        for widget in getattr(self, "_all", ()):
+        for widget in list(_descendants(self)):  # ipywidgets does not close a box's children with it
             widget.close()
         super().close()
 
     @property
     def closed(self) -> bool:
         return self.comm is None
+
+
+def _descendants(widget: widgets.Widget):
+    for child in getattr(widget, "children", ()):
+        yield child
+        yield from _descendants(child)
 
 
 def close_all() -> int:
