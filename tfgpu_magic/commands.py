@@ -166,7 +166,7 @@ def cmd_reset(m, args, line):
 # -- views -------------------------------------------------------------------------------------
 def snapshot(m, list_devices: bool = False) -> state_module.Snapshot:
     placement = m.placement.status() if m.placement is not None else None
-    live = getattr(m, "_live", None) or getattr(m, "live", None)
+    live = getattr(m, "live", None)
     return state_module.take(m.controller, list_devices=list_devices, placement=placement,
                              peaks=live.peaks() if live is not None else None)
 

@@ -20,6 +20,12 @@ def shown(text: object) -> str:
     return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
 
 
+def short_repr(value: object) -> str:
+    """``repr(value)`` cut at the same length, for values that are not text (a config option's)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
 def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | None:
     """``text`` as an int in [low, high], or None. Never converts an overlong digit string (Python refuses
     those past 4,300 digits, and no valid value has more digits than ``high``)."""
@@ -35,4 +41,4 @@ def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | Non
     return value if low <= value <= high else None
 
 
-__all__ = ["MAX_INDEX", "OFF_WORDS", "ON_WORDS", "shown", "whole_number"]
+__all__ = ["MAX_INDEX", "OFF_WORDS", "ON_WORDS", "short_repr", "shown", "whole_number"]

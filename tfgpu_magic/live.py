@@ -23,6 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from .inputs import short_repr
+
 SECTIONS = ("kernel", "gpus", "memory", "history", "cells", "placement", "error")
 HISTORY_S = 600.0  # the chart's reach: the last ten minutes
 MAX_CELLS = 50
@@ -34,16 +36,12 @@ Changes = dict[str, Any]
 
 def check_interval(value: Any) -> float:
     """A refresh interval in seconds, or ValueError with a one-line ``tfgpu:`` message."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"tfgpu: bad refresh interval {value!r}: expected seconds, from {MIN_INTERVAL} to "
-                         f"{MAX_INTERVAL:g}")
-    try:
-        seconds = float(value)
-    except (ValueError, OverflowError):
-        seconds = math.nan
+    seconds = math.nan
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError, OverflowError):
+            seconds = float(value)
     if not (MIN_INTERVAL <= seconds <= MAX_INTERVAL):
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
-        raise ValueError(f"tfgpu: bad refresh interval {shown}: expected seconds, from {MIN_INTERVAL} to "
+        raise ValueError(f"tfgpu: bad refresh interval {short_repr(value)}: expected seconds, from {MIN_INTERVAL} to "
                          f"{MAX_INTERVAL:g}")
     return seconds
 
@@ -362,10 +360,4 @@ def default_model(controller=None) -> LiveModel:
         return _default
 
 
-def stop_default() -> None:
-    with contextlib.suppress(Exception):
-        if _default is not None:
-            _default.stop()
-
-
-__all__ = ["SECTIONS", "LiveModel", "check_interval", "default_model", "stop_default"]
+__all__ = ["SECTIONS", "LiveModel", "check_interval", "default_model"]

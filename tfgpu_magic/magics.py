@@ -13,7 +13,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
 from traitlets import Any, observe, validate
 
-from .inputs import OFF_WORDS, ON_WORDS
+from .inputs import OFF_WORDS, ON_WORDS, short_repr
 
 USAGE = """\
 %tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
@@ -172,20 +172,20 @@ def _option_value(name: str, value):
 
         if isinstance(value, str) and value.strip().lower() in MODES:
             return value.strip().lower()
-        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {_short(value)}: expected {', '.join(MODES)}")
+        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {short_repr(value)}: expected {', '.join(MODES)}")
     if name != "default_cpus":
         text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
         if text in ON_WORDS:
             return True
         if text in _OFF:
             return False
-        raise ValueError(f"tfgpu: bad TfgpuMagics.{name} {_short(value)}: expected True or False")
+        raise ValueError(f"tfgpu: bad TfgpuMagics.{name} {short_repr(value)}: expected True or False")
     if value is None or value is False or (isinstance(value, str) and value.strip().lower() in _OFF) or (
             type(value) is int and value == 0):
         return 0
     expected = "expected a whole number from 1 to 256 (0 leaves TensorFlow's default)"
     if not isinstance(value, (int, str)) or isinstance(value, bool):
-        raise ValueError(f"tfgpu: bad TfgpuMagics.default_cpus {_short(value)}: {expected}")
+        raise ValueError(f"tfgpu: bad TfgpuMagics.default_cpus {short_repr(value)}: {expected}")
     from .plan import PlanError, parse_count
 
     text = value if isinstance(value, str) else str(value) if value.bit_length() < 64 else "a 20+ digit number"
@@ -193,11 +193,6 @@ def _option_value(name: str, value):
         return parse_count(text, what="TfgpuMagics.default_cpus")
     except PlanError as err:
         raise ValueError(f"{err} (0 leaves TensorFlow's default)") from None
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "..."
 
 
 _loaded: dict[int, TfgpuMagics] = {}

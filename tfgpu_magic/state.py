@@ -5,7 +5,6 @@ by every view (status text, HTML, CLI JSON, the panel and sidebar later); none r
 
 from __future__ import annotations
 
-import html
 import os
 import sys
 import time
@@ -242,10 +241,6 @@ def _device_label(device: Device) -> str:
     if device.physical_index is not None:
         return f"{device.name} (physical GPU {device.physical_index})"
     return device.name
-
-
-def html_block(text: str) -> str:
-    return f"<pre class='tfgpu'>{html.escape(text)}</pre>"
 
 
 def take(controller: Controller | None = None, *, list_devices: bool = False, nvml: NvmlSnapshot | None = None,
