@@ -62,9 +62,11 @@ CONTRAST_JS = """(panel) => {
   measure('muted note', panel.querySelector('.tfgpu-panel-memory p[style*="font-color2"]'), 'color');
   measure('chart labels', panel.querySelector('.tfgpu-panel-chart svg text'), 'fill');
   measure('legend', panel.querySelector('.tfgpu-panel-chart svg + div'), 'color');
-  panel.querySelectorAll('.tfgpu-panel-chart svg[aria-label="memory over time"] polyline').forEach((line, k) => {
-    const label = panel.querySelectorAll('.tfgpu-panel-chart svg[aria-label="memory over time"] + div > span')[k];
-    measure('line: ' + (label ? label.textContent : k), line, 'stroke'); });
+  // Every chart (GPU memory, allocators, utilization), each line with its legend entry.
+  panel.querySelectorAll('.tfgpu-panel-chart svg').forEach((svg) => {
+    const labels = svg.nextElementSibling ? svg.nextElementSibling.querySelectorAll(':scope > span') : [];
+    svg.querySelectorAll('polyline').forEach((line, k) => {
+      measure('line: ' + (labels[k] ? labels[k].textContent : k), line, 'stroke'); }); });
   return out;
 }"""
 
