@@ -46,6 +46,20 @@ def shell():
         ip.magics_manager.magics[kind].pop("tfgpu", None)
 
 
+@pytest.fixture(scope="module")
+def lab(fake_nvml_lib, tmp_path_factory):
+    """A JupyterLab on loopback whose kernels see three fake GPUs, shared by one module's browser tests (starting it
+    costs seconds). Skipped where the browser is missing, failed instead with CI=true."""
+    from fakenvml import fake_env, three_gpus, write_config
+    from labsession import Lab, require_browser
+
+    require_browser()
+    config = write_config(tmp_path_factory.mktemp("lab_nvml") / "fake_nvml.cfg", three_gpus())
+    # base={}: only the fake's variables; Lab builds the rest of a user's environment itself.
+    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
+        yield lab
+
+
 def tf_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"

@@ -16,12 +16,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fakenvml import fake_env, three_gpus, write_config
+from fakenvml import three_gpus
 from labsession import (
     BIG_TENSOR_MIB,
     CELL,
     PANEL_CELL,
-    Lab,
     cell_output,
     in_use_mib,
     panel_tab,
@@ -38,14 +37,6 @@ GPU_NAMES = [gpu["name"] for gpu in three_gpus()["gpus"]]
 # What the output shows when the widget does not render: the manager's placeholder, or the text/plain fallback
 # (the widget's repr: "Panel(children=(HTML(value=..." for the panel, "VBox(..." for a plain box).
 NOT_RENDERED = ("Loading widget", "VBox(", "Panel(children")
-
-
-@pytest.fixture(scope="module")
-def lab(fake_nvml_lib, tmp_path_factory):
-    require_browser()
-    config = write_config(tmp_path_factory.mktemp("panel_nvml") / "fake_nvml.cfg", three_gpus())
-    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
-        yield lab
 
 
 @pytest.fixture

@@ -1,27 +1,17 @@
 """JupyterLab in Chromium renders what the magics display: the whole path a user sees, not only the HTML strings.
 
-The server is module-scoped (starting it costs seconds), so more browser tests in this module share it; each test
-gets its own browser page and notebook. Its kernels see three fake GPUs (tests/fakenvml), which also proves that
-Lab(extra_env=...) reaches them. Skipped where the browser is missing, failed instead with CI=true
-(labsession.require_browser).
+The server is the module-scoped `lab` fixture of conftest.py (starting it costs seconds), so more browser tests in
+this module share it; each test gets its own browser page and notebook. Its kernels see three fake GPUs
+(tests/fakenvml), which also proves that Lab(extra_env=...) reaches them. Skipped where the browser is missing,
+failed instead with CI=true (labsession.require_browser).
 """
 
 from __future__ import annotations
 
 import pytest
-from fakenvml import fake_env, three_gpus, write_config
-from labsession import Lab, add_cell_below, cell_output, open_new_notebook, require_browser, run_cell
+from labsession import add_cell_below, cell_output, open_new_notebook, run_cell
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def lab(fake_nvml_lib, tmp_path_factory):
-    require_browser()
-    config = write_config(tmp_path_factory.mktemp("browser_nvml") / "fake_nvml.cfg", three_gpus())
-    # base={}: only the fake's variables; Lab builds the rest of a user's environment itself.
-    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
-        yield lab
 
 
 @pytest.fixture
