@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 
-pytest_plugins = ["fakenvml_fixtures"]
+# pytest-jupyter has no entry point: its jp_fetch and server fixtures are loaded here (tests/test_server.py).
+pytest_plugins = ["fakenvml_fixtures", "pytest_jupyter.jupyter_server"]
 
 
 @pytest.fixture(autouse=True)

@@ -38,6 +38,22 @@ def warn(message: str) -> None:
     warnings.warn(message, TfgpuWarning, stacklevel=level if frame is not None else 2)
 
 
+def _jupyter_labextension_paths():
+    """Where JupyterLab finds the prebuilt sidebar (shipped by the wheel as shared-data too)."""
+    return [{"src": "labextension", "dest": "tfgpu_magic"}]
+
+
+def _jupyter_server_extension_points():
+    return [{"module": "tfgpu_magic"}]
+
+
+def _load_jupyter_server_extension(server_app):
+    # Imported here, not at package import: `%load_ext` in a kernel must not import jupyter_server or tornado.
+    from .server import load
+
+    load(server_app)
+
+
 def load_ipython_extension(ipython):
     from .magics import load_extension
 

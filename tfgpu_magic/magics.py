@@ -67,6 +67,7 @@ class TfgpuMagics(Magics):
         self._good_options: dict[str, object] = {}
         self.placement = None  # the placement face, attached by load_extension when available
         self._live = None  # the live model, made on first use (a panel, or a cell once the extension is loaded)
+        self.sidebar = None  # the sidebar's comm target (comm.py), registered by load_extension in a kernel
         self._panel = None  # what `%tfgpu panel` shows, again and again, until it is closed
         super().__init__(shell=shell, **kwargs)
         self._ready = True
@@ -244,6 +245,10 @@ def load_extension(shell) -> None:
     from .completion import register as register_completion
 
     register_completion(shell)
+    from .comm import SidebarChannel
+
+    magics.sidebar = SidebarChannel(magics)
+    magics.sidebar.register(shell)  # only in a kernel: the JupyterLab sidebar's channel to the live model
     magics.apply_defaults()
 
 
@@ -258,6 +263,8 @@ def unload_extension(shell) -> None:
     for name in ("pre_run_cell", "post_run_cell"):
         if cells is not None and getattr(cells, name) in shell.events.callbacks[name]:
             shell.events.unregister(name, getattr(cells, name))
+    if magics.sidebar is not None:
+        magics.sidebar.unregister()
     if magics._live is not None:
         from .panel import close_all
 

@@ -28,11 +28,13 @@ Config dict (every key optional)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,20 +78,21 @@ class FakeNvmlUnavailable(RuntimeError):
 GENERATIONS = ("r550", "r470")
 
 
-def build_fake_nvml(dest_dir: str | os.PathLike[str], generation: str = "r550") -> Path:
+def build_fake_nvml(dest_dir: str | os.PathLike[str], generation: str = "r550", lib_name: str = LIB_NAME) -> Path:
     """Compile fake_nvml.c to ``<dest_dir>/libnvidia-ml.so.1`` and return its path.
 
     ``generation`` picks the exported symbol set: "r550" (current drivers) or "r470" (before R510: no
     nvmlDeviceGetMemoryInfo_v2, process lists only through the _v2 call), to test the fallbacks. A
     library already there and newer than the source is reused, so a session (or a benchmark run)
     compiles once per folder. Raises FakeNvmlUnavailable without gcc, CalledProcessError if it does not
-    compile.
+    compile. ``lib_name`` (file name and soname) other than the driver's is for loading in this process:
+    see ``in_process``.
     """
     if generation not in GENERATIONS:
         raise ValueError(f"generation {generation!r}: use one of {', '.join(GENERATIONS)}")
     dest_dir = Path(dest_dir)
-    dest = dest_dir / LIB_NAME
-    stamp = dest_dir / ".fake-nvml-generation"
+    dest = dest_dir / lib_name
+    stamp = dest_dir / f".{lib_name}-generation"
     if (
         dest.exists()
         and dest.stat().st_mtime_ns >= SOURCE.stat().st_mtime_ns
@@ -106,7 +109,7 @@ def build_fake_nvml(dest_dir: str | os.PathLike[str], generation: str = "r550") 
     os.close(fd)
     try:
         subprocess.run(
-            [gcc, "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", f"-Wl,-soname,{LIB_NAME}", "-o", tmp,
+            [gcc, "-O2", "-Wall", "-Wextra", "-shared", "-fPIC", f"-Wl,-soname,{lib_name}", "-o", tmp,
              f"-DFAKE_NVML_{generation.upper()}", str(SOURCE), "-lpthread"],
             check=True,
             capture_output=True,
@@ -197,6 +200,42 @@ def fake_env(
         env.pop(CALL_LOG_ENV, None)
     env.pop("PYTHONUNBUFFERED", None)
     return env
+
+
+IN_PROCESS_LIB_NAME = "libnvidia-ml-fake-inprocess.so"
+
+
+@contextlib.contextmanager
+def in_process(lib_path: str | os.PathLike[str], config_path: str | os.PathLike[str]) -> Iterator[None]:
+    """Make pynvml in THIS process use the fake at ``lib_path`` (built with ``IN_PROCESS_LIB_NAME``), for a
+    server that pytest-jupyter runs in the test process itself.
+
+    The fake is handed to pynvml directly instead of through LD_LIBRARY_PATH (read only at process start).
+    Its soname is not the driver's, so once this is over a bare ``CDLL("libnvidia-ml.so.1")`` still finds
+    nothing and later tests see the machine's real state again."""
+    import ctypes
+
+    import pynvml
+
+    from tfgpu_magic import nvml
+
+    if Path(lib_path).name == LIB_NAME:
+        raise ValueError(f"{lib_path}: build it with lib_name=IN_PROCESS_LIB_NAME, not the driver's soname")
+    nvml.shutdown()
+    saved = os.environ.get(CONFIG_ENV)
+    os.environ[CONFIG_ENV] = str(config_path)
+    pynvml.nvmlLib = ctypes.CDLL(str(lib_path))
+    pynvml._nvmlGetFunctionPointer_cache.clear()
+    try:
+        yield
+    finally:
+        nvml.shutdown()
+        pynvml.nvmlLib = None
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        if saved is None:
+            os.environ.pop(CONFIG_ENV, None)
+        else:
+            os.environ[CONFIG_ENV] = saved
 
 
 # ---- ready-made configs ----

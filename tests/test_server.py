@@ -1,0 +1,385 @@
+"""The server extension through a real jupyter_server (pytest-jupyter's ``jp_fetch``, in this process, under the
+base URL ``/a%40b/``), reading the fake NVML library handed to pynvml in this process (``fakenvml.in_process``).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import tornado.httpclient
+from fakenvml import (
+    IN_PROCESS_LIB_NAME,
+    MIB,
+    FakeNvmlUnavailable,
+    build_fake_nvml,
+    in_process,
+    three_gpus,
+    write_config,
+)
+
+import tfgpu_magic.server
+from tfgpu_magic import nvml
+from tfgpu_magic.server import gpus as gpu_doc
+from tfgpu_magic.server import handlers
+
+pytestmark = pytest.mark.server
+SERVER_SOURCES = sorted(Path(tfgpu_magic.server.__file__).parent.glob("*.py"))
+VERBS = ("get", "post", "put", "patch", "delete", "head", "options")
+
+
+@pytest.fixture
+def jp_server_config():
+    # max age 0: each request reads the fake as the test just wrote it
+    return {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},
+            "TfgpuServer": {"snapshot_max_age": 0.0}}
+
+
+@pytest.fixture(scope="session")
+def in_process_lib(tmp_path_factory):
+    try:
+        return build_fake_nvml(tmp_path_factory.mktemp("fakenvml_in_process"), lib_name=IN_PROCESS_LIB_NAME)
+    except FakeNvmlUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+class FakeGpus:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, config: dict) -> None:
+        write_config(self.path, config)
+
+
+@pytest.fixture
+def fake_gpus(in_process_lib, tmp_path):
+    """The fake NVML, in this process, showing three GPUs until the test writes another config."""
+    gpus = FakeGpus(tmp_path / "fake_nvml.cfg")
+    gpus.write(three_gpus())
+    with in_process(in_process_lib, gpus.path):
+        yield gpus
+
+
+async def get_gpus(jp_fetch, **params) -> dict:
+    response = await jp_fetch("tfgpu", "api", "gpus", params=params)
+    assert response.code == 200
+    assert response.headers["Content-Type"].startswith("application/json")
+    return json.loads(response.body)
+
+
+async def start_notebook_session(jp_fetch, path: str) -> str:
+    body = json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": "python3"}})
+    response = await jp_fetch("api", "sessions", method="POST", body=body)
+    return json.loads(response.body)["kernel"]["id"]
+
+
+# ---- authentication ---------------------------------------------------------------------------------------------
+
+
+async def test_unauthenticated_request_is_refused(jp_fetch, fake_gpus):
+    with pytest.raises(tornado.httpclient.HTTPClientError) as refused:
+        await jp_fetch("tfgpu", "api", "gpus", headers={"Authorization": ""})
+    assert refused.value.code == 403
+    with pytest.raises(tornado.httpclient.HTTPClientError) as wrong:
+        await jp_fetch("tfgpu", "api", "gpus", headers={"Authorization": "token not-the-token"})
+    assert wrong.value.code == 403
+
+
+def _routes(router, found):
+    for rule in getattr(router, "rules", ()):
+        target = rule.target
+        if inspect.isclass(target) and target.__module__.startswith("tfgpu_magic"):
+            found.append((rule.matcher.regex.pattern, target))
+        elif hasattr(target, "rules"):
+            _routes(target, found)
+    return found
+
+
+async def test_every_route_of_the_package_refuses_every_verb_without_a_token(jp_serverapp, jp_fetch, jp_base_url):
+    """Walks the server's routing table, so a handler added later without HANDLERS, or a verb added without
+    ``@tornado.web.authenticated``, fails here."""
+    routes = _routes(jp_serverapp.web_app.default_router, [])
+    assert {cls for _, cls in routes} == {cls for _, cls in handlers.HANDLERS}, routes
+    checked = 0
+    for pattern, cls in routes:
+        path = pattern.rstrip("$").replace("\\", "")
+        assert path.startswith(jp_base_url.replace("%40", "%40")) and "/tfgpu/api/" in path, path
+        parts = path[len(jp_base_url):].split("/")
+        for verb in VERBS:
+            if verb not in cls.__dict__:
+                continue
+            body = None if verb in ("get", "head", "delete", "options") else "{}"
+            with pytest.raises(tornado.httpclient.HTTPClientError) as refused:
+                await jp_fetch(*parts, method=verb.upper(), body=body, headers={"Authorization": ""})
+            assert refused.value.code == 403, (path, verb)
+            checked += 1
+    assert checked >= 1
+
+
+@pytest.mark.parametrize("source", SERVER_SOURCES, ids=lambda p: p.name)
+def test_every_verb_in_the_server_sources_is_decorated_authenticated(source):
+    """The static twin of the test above (the extension template's check_auth): any handler class in the
+    server package, routed or not, has ``@tornado.web.authenticated`` on each HTTP verb it defines."""
+    tree = ast.parse(source.read_text())
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for fn in cls.body:
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name in VERBS:
+                names = {ast.unparse(d) for d in fn.decorator_list}
+                assert "tornado.web.authenticated" in names, f"{source.name}: {cls.name}.{fn.name} is not authenticated"
+
+
+# ---- the document -----------------------------------------------------------------------------------------------
+
+
+async def test_nvml_is_not_touched_until_the_first_request_then_initialised_once(jp_fetch, fake_gpus):
+    import pynvml
+
+    assert nvml._nv is None  # the server is up, its extension loaded: NVML not initialised
+    for _ in range(4):
+        await get_gpus(jp_fetch)
+    assert nvml._nv is not None
+    assert pynvml._nvmlLib_refcount == 1
+
+
+async def test_document_shape_for_three_gpus(jp_fetch, fake_gpus):
+    doc = await get_gpus(jp_fetch)
+    assert doc["schema"] == 1
+    assert doc["nvml"] == {"available": True, "error": None, "driver_version": "550.54.15",
+                           "cuda_driver_version": "12.4"}
+    assert [g["name"] for g in doc["gpus"]] == ["NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3", "Tesla T4"]
+    a100, h100, t4 = doc["gpus"]
+    assert (a100["index"], a100["memory_total_mib"], a100["memory_used_mib"]) == (0, 40960, 30000)
+    assert (a100["utilization_gpu_pct"], a100["temperature_c"]) == (97, 66)
+    assert set(a100) == {*gpu_doc._GPU_FIELDS, "processes", "hidden_processes", "kernel_note"}
+    # pid 1 exists here (not a kernel); 3999901 does not: said per GPU, not guessed
+    assert [(p["pid"], p["used_mib"], p["kernel"]) for p in a100["processes"]] == [(1, 1000, None),
+                                                                                  (3999901, 29000, None)]
+    assert a100["processes"][0]["name"] and a100["processes"][0]["user"]
+    assert "1 process is not visible from this server" in a100["kernel_note"]
+    # GPU 1's "self" is the server itself (this test process): listed, matched to no kernel
+    assert [(p["pid"], p["used_mib"]) for p in h100["processes"]] == [(os.getpid(), 1024), (3999902, None)]
+    assert t4["processes"] == [] and t4["kernel_note"] == "" and t4["hidden_processes"] is None
+    assert doc["kernels"] == [] and doc["kernel_note"] == "" and doc["other_users"] == "shown"
+
+
+@pytest.mark.kernel
+async def test_a_gpu_process_of_a_kernel_is_mapped_to_its_notebook(jp_fetch, jp_serverapp, fake_gpus):
+    kernel_id = await start_notebook_session(jp_fetch, "work/train.ipynb")
+    pid = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    config = three_gpus()
+    config["gpus"][1]["processes"] = [{"pid": pid, "used": 2048 * MIB}, {"pid": 1, "used": 100 * MIB}]
+    fake_gpus.write(config)
+
+    doc = await get_gpus(jp_fetch)
+    kernel_process, other = doc["gpus"][1]["processes"]
+    assert kernel_process["pid"] == pid and kernel_process["used_mib"] == 2048
+    assert kernel_process["kernel"]["id"] == kernel_id
+    assert kernel_process["kernel"]["name"] == "python3" and kernel_process["kernel"]["relation"] == "kernel"
+    assert kernel_process["kernel"]["sessions"] == [{"path": "work/train.ipynb", "name": "train.ipynb",
+                                                     "type": "notebook"}]
+    assert other["kernel"] is None
+    assert [(k["id"], k["pid"]) for k in doc["kernels"]] == [(kernel_id, pid)]
+    assert doc["kernels"][0]["sessions"][0]["path"] == "work/train.ipynb"
+
+    # The notebook is renamed: the next answer has the new path.
+    session_id = json.loads((await jp_fetch("api", "sessions")).body)[0]["id"]
+    await jp_fetch("api", "sessions", session_id, method="PATCH", body=json.dumps({"path": "work/renamed.ipynb"}))
+    doc = await get_gpus(jp_fetch)
+    assert doc["gpus"][1]["processes"][0]["kernel"]["sessions"][0]["path"] == "work/renamed.ipynb"
+
+    # The kernel dies under the server: the endpoint keeps answering.
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(50):
+        doc = await get_gpus(jp_fetch)
+        if not doc["kernels"] or doc["kernels"][0]["execution_state"] in ("dead", None):
+            break
+        await asyncio.sleep(0.1)
+    assert [g["name"] for g in doc["gpus"]][1] == "NVIDIA H100 80GB HBM3"
+
+    # The notebook is closed (its session and kernel deleted): its process is nobody's.
+    await jp_fetch("api", "sessions", session_id, method="DELETE")
+    doc = await get_gpus(jp_fetch)
+    assert doc["kernels"] == []
+    assert doc["gpus"][1]["processes"][0]["kernel"] is None
+
+
+async def test_index_filter_and_malformed_queries(jp_fetch, fake_gpus):
+    doc = await get_gpus(jp_fetch, index="2,0")
+    assert [g["index"] for g in doc["gpus"]] == [0, 2]
+    assert (await get_gpus(jp_fetch, index="7"))["gpus"] == []
+    for bad in ("x", "-1", "1,,2", "", "1.5", "０"):
+        with pytest.raises(tornado.httpclient.HTTPClientError) as refused:
+            await jp_fetch("tfgpu", "api", "gpus", params={"index": bad})
+        assert refused.value.code == 400, bad
+        body = json.loads(refused.value.response.body)
+        assert body["reason"] == "bad_query"
+        assert body["message"].startswith("tfgpu: bad index") and "?index=0,2" in body["message"], body
+    with pytest.raises(tornado.httpclient.HTTPClientError) as twice:
+        await jp_fetch("tfgpu", "api", "gpus", params=[("index", "1"), ("index", "2")])
+    assert twice.value.code == 400
+    assert json.loads(twice.value.response.body)["message"] == (
+        "tfgpu: index given more than once; give it once, e.g. ?index=0,2")
+
+
+# ---- faults: always 200 with the reasons ---------------------------------------------------------------------
+
+
+async def test_nvml_library_missing(jp_fetch):
+    import pynvml
+
+    nvml.shutdown()
+    assert pynvml.nvmlLib is None
+    doc = await get_gpus(jp_fetch)
+    assert doc["nvml"]["available"] is False
+    assert doc["nvml"]["error"]["unavailable"] == "error"
+    assert "libnvidia-ml.so.1" in doc["nvml"]["error"]["detail"]
+    assert doc["gpus"] == []
+
+
+def _lost_and_unsupported() -> dict:
+    config = three_gpus()
+    config["gpus"][0]["lost"] = True
+    del config["gpus"][2]["power_mw"]
+    config["errors"] = {
+        "nvmlDeviceGetTemperature": {"gpu": 2, "code": "NOT_SUPPORTED"},
+        "nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 1, "code": "NO_PERMISSION"},
+    }
+    return config
+
+
+async def test_a_lost_gpu_an_unsupported_field_and_a_forbidden_process_list(jp_fetch, fake_gpus):
+    fake_gpus.write(_lost_and_unsupported())
+    doc = await get_gpus(jp_fetch)
+    lost, forbidden, t4 = doc["gpus"]
+    assert lost["error"]["unavailable"] == "gpu_lost"
+    assert lost["memory_used_mib"]["unavailable"] == "gpu_lost"
+    assert lost["processes"]["unavailable"] == "gpu_lost"
+    assert "NVML gives no process list for this GPU" in lost["kernel_note"]
+    assert forbidden["name"] == "NVIDIA H100 80GB HBM3" and forbidden["memory_used_mib"] == 2048
+    assert forbidden["processes"]["unavailable"] == "no_permission"
+    assert "its memory cannot be matched to notebooks" in forbidden["kernel_note"]
+    assert t4["power_w"]["unavailable"] == "not_supported"
+    assert t4["temperature_c"]["unavailable"] == "not_supported"
+    assert t4["memory_total_mib"] == 15360
+
+
+async def test_driver_not_loaded(jp_fetch, fake_gpus):
+    fake_gpus.write({"errors": {"nvmlInitWithFlags": "DRIVER_NOT_LOADED"}, "gpus": []})
+    doc = await get_gpus(jp_fetch)
+    assert doc["nvml"]["available"] is False
+    assert doc["nvml"]["error"]["detail"], doc["nvml"]
+    assert doc["gpus"] == []
+
+
+async def test_a_failure_inside_the_extension_is_a_reason_not_a_500(jp_fetch, jp_serverapp, fake_gpus):
+    def broken():
+        raise RuntimeError("the NVML binding changed")
+
+    feed = jp_serverapp.web_app.settings["tfgpu_feed"]
+    feed._read = broken
+    doc = await get_gpus(jp_fetch)
+    assert doc["nvml"]["available"] is False
+    assert doc["nvml"]["error"] == {
+        "unavailable": "error", "detail": "the tfgpu server extension failed: RuntimeError: the NVML binding changed"}
+
+
+# ---- the feed: off the event loop, shared -------------------------------------------------------------------
+
+
+async def test_concurrent_requests_share_one_reading_made_off_the_event_loop():
+    threads = []
+
+    def slow_read():
+        threads.append(threading.current_thread().name)
+        time.sleep(0.3)  # a GPU slow to answer: the loop must stay free meanwhile
+        return {"taken_at": 1.0, "gpus": []}
+
+    feed = handlers.GpuFeed(max_age=0.0, read=slow_read)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    results = await asyncio.gather(*(feed.snapshot() for _ in range(20)), ticker())
+    feed.close()
+    assert all(r == {"taken_at": 1.0, "gpus": []} for r in results[:20])
+    assert feed.readings == 1 and len(threads) == 1
+    assert threads[0].startswith("tfgpu-nvml") and threads[0] != threading.main_thread().name
+    assert ticks == 20  # the loop ran while NVML was being read
+
+
+# ---- other users' processes -----------------------------------------------------------------------------------
+
+
+HIDING = {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},
+          "TfgpuServer": {"snapshot_max_age": 0.0, "show_other_users": False}}
+
+
+@pytest.mark.parametrize("jp_server_config", [HIDING])
+async def test_an_administrator_can_hide_other_users_processes(jp_fetch, fake_gpus):
+    doc = await get_gpus(jp_fetch)
+    assert doc["other_users"] == "hidden"
+    a100, h100, _ = doc["gpus"]
+    me = os.environ.get("USER") or __import__("getpass").getuser()
+    # pid 1 and this process belong to the server's user here; the invisible pids are nobody's we know
+    assert all(p["user"] == me for gpu in (a100, h100) for p in gpu["processes"]), (a100, h100)
+    assert a100["hidden_processes"] == {"count": 1, "used_mib": 29000}
+    assert h100["hidden_processes"] == {"count": 1, "used_mib": None}
+
+
+def test_hiding_other_users_counts_them_and_keeps_the_servers_own():
+    snap = {"gpus": [{"index": 0, "processes": [
+        {"pid": 10, "used_mib": 100, "name": "python", "user": "ann"},
+        {"pid": 11, "used_mib": 200, "name": "python", "user": "bob"},
+        {"pid": 12, "used_mib": None, "name": None, "user": None},
+        {"pid": 13, "used_mib": 300, "name": "python", "user": "bob"},
+    ]}]}
+    kernels = [{"id": "k1", "name": "python3", "pid": 13, "sessions": []}]
+    doc = gpu_doc.gpu_document(snap, kernels, user="ann", show_other_users=False, parent_of=lambda pid: None)
+    gpu = doc["gpus"][0]
+    assert [p["pid"] for p in gpu["processes"]] == [10, 13]  # own process, and this server's kernel
+    assert gpu["hidden_processes"] == {"count": 2, "used_mib": None}  # one of the two has unknown memory
+    assert doc["other_users"] == "hidden"
+    shown = gpu_doc.gpu_document(snap, kernels, user="ann", show_other_users=True, parent_of=lambda pid: None)
+    assert [p["pid"] for p in shown["gpus"][0]["processes"]] == [10, 11, 12, 13]
+    assert shown["gpus"][0]["hidden_processes"] is None
+
+
+# ---- matching, as pure data -------------------------------------------------------------------------------------
+
+
+def test_a_kernels_child_process_is_matched_through_its_parents():
+    parents = {500: 400, 400: 300, 300: 1, 600: 601, 601: 600}  # 600 <-> 601: a corrupt loop
+    snap = {"gpus": [{"index": 0, "processes": [
+        {"pid": 500, "used_mib": 10, "name": "worker", "user": "ann"},
+        {"pid": 600, "used_mib": 20, "name": "loop", "user": "ann"},
+    ]}]}
+    kernels = [{"id": "k", "name": "python3", "pid": 300, "execution_state": "busy",
+                "sessions": [{"path": "a.ipynb", "name": "a.ipynb", "type": "notebook"}]},
+               {"id": "k2", "name": "python3", "pid": None, "execution_state": "starting", "sessions": []}]
+    doc = gpu_doc.gpu_document(snap, kernels, user="ann", parent_of=parents.get)
+    child, looped = doc["gpus"][0]["processes"]
+    assert child["kernel"]["id"] == "k" and child["kernel"]["relation"] == "child"
+    assert looped["kernel"] is None
+    assert doc["kernel_note"].startswith("1 kernel has no known PID")
+
+
+def test_parent_pid_reads_proc_and_says_none_for_a_missing_process():
+    assert gpu_doc.parent_pid(os.getpid()) == os.getppid()
+    assert gpu_doc.parent_pid(3999999) is None
+
+
+@pytest.mark.parametrize("raw, expected", [("0", (0,)), ("2,0,2", (2, 0)), (" 1 , 3 ", (1, 3))])
+def test_parse_indices(raw, expected):
+    assert gpu_doc.parse_indices(raw) == expected

@@ -1,0 +1,150 @@
+"""The sidebar's GPU document: one NVML snapshot with each GPU process matched to the server's kernels.
+
+Pure data in, pure data out (no tornado, no jupyter_server): the handler gathers the kernels and their
+sessions, this module decides what belongs to whom. A process is matched by PID: the kernel's own, or a
+kernel's descendant (a kernel that runs its GPU work in a child process). Where a PID cannot be matched
+(NVML gives no process list, a process in another PID namespace, a kernel with no known PID) the document
+says so in a sentence instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+SCHEMA = 1
+MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
+
+# The schema-1 GPU fields the sidebar gets, in order; ``processes`` is rebuilt with the kernel each belongs to.
+_GPU_FIELDS = (
+    "index", "name", "uuid", "pci_bus_id", "memory_total_mib", "memory_used_mib", "memory_free_mib",
+    "memory_reserved_mib", "utilization_gpu_pct", "utilization_memory_pct", "temperature_c", "power_w", "error",
+)
+
+
+def parent_pid(pid: int) -> int | None:
+    """The parent of ``pid`` from /proc, or None where it cannot be read (ended, another namespace)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _owner(pid: int, kernel_by_pid: dict[int, dict], parent_of: Callable[[int], int | None]) -> tuple[dict, str] | None:
+    """(kernel, "kernel" | "child") for a GPU process that is a kernel or runs under one, else None."""
+    if pid in kernel_by_pid:
+        return kernel_by_pid[pid], "kernel"
+    seen = {pid}
+    current: int | None = pid
+    for _ in range(MAX_ANCESTRY):
+        current = parent_of(current)
+        if current is None or current <= 1 or current in seen:
+            return None
+        if current in kernel_by_pid:
+            return kernel_by_pid[current], "child"
+        seen.add(current)
+    return None
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _is_unavailable(value: Any) -> bool:
+    return isinstance(value, dict) and "unavailable" in value
+
+
+def gpu_document(
+    nvml_snapshot: dict[str, Any],
+    kernels: Iterable[dict[str, Any]],
+    *,
+    user: str | None,
+    show_other_users: bool = True,
+    parent_of: Callable[[int], int | None] = parent_pid,
+) -> dict[str, Any]:
+    """The response of ``GET tfgpu/api/gpus``.
+
+    ``nvml_snapshot`` is ``nvml.snapshot().to_dict()``; ``kernels`` is one dict per kernel of the server:
+    ``{"id", "name", "pid" (or None), "execution_state", "sessions": [{"path", "name", "type"}]}``.
+    ``user`` is the server's user: with ``show_other_users`` off, processes of anyone else that are not
+    this server's kernels are counted, not listed."""
+    kernels = [dict(k) for k in kernels]
+    kernel_by_pid = {k["pid"]: k for k in kernels if isinstance(k.get("pid"), int)}
+    gpus = []
+    for gpu in nvml_snapshot.get("gpus", ()):
+        out = {name: gpu.get(name) for name in _GPU_FIELDS}
+        out["processes"], out["hidden_processes"], out["kernel_note"] = _processes(
+            gpu.get("processes"), kernel_by_pid, parent_of, user, show_other_users)
+        gpus.append(out)
+    no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
+    kernel_note = ""
+    if no_pid:
+        kernel_note = (f"{_plural(len(no_pid), 'kernel has', 'kernels have')} no known PID (started elsewhere than "
+                       "this server's local provisioner, or still starting): their GPU memory cannot be matched")
+    return {
+        "schema": SCHEMA,
+        "taken_at": nvml_snapshot.get("taken_at"),
+        "nvml": {key: nvml_snapshot.get(key) for key in ("available", "error", "driver_version",
+                                                         "cuda_driver_version")},
+        "gpus": gpus,
+        "kernels": kernels,
+        "kernel_note": kernel_note,
+        "other_users": "shown" if show_other_users else "hidden",
+    }
+
+
+def _processes(processes: Any, kernel_by_pid: dict[int, dict], parent_of: Callable[[int], int | None],
+               user: str | None, show_other_users: bool) -> tuple[Any, dict | None, str]:
+    """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched)."""
+    if _is_unavailable(processes):
+        detail = processes.get("detail") or processes.get("unavailable")
+        return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be matched "
+                                 "to notebooks")
+    listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
+    for proc in processes or ():
+        pid = proc.get("pid")
+        owner = _owner(pid, kernel_by_pid, parent_of) if isinstance(pid, int) else None
+        used = proc.get("used_mib")
+        if owner is None and proc.get("name") is None and proc.get("user") is None:
+            unseen += 1  # no /proc entry here: another PID namespace (a container), or it just ended
+        if owner is None and not show_other_users and (proc.get("user") is None or proc.get("user") != user):
+            hidden_count += 1
+            hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
+            continue
+        kernel = None
+        if owner is not None:
+            k, relation = owner
+            kernel = {"id": k["id"], "name": k.get("name"), "execution_state": k.get("execution_state"),
+                      "relation": relation, "sessions": k.get("sessions", [])}
+        listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
+                       "kernel": kernel})
+    hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None
+    note = ""
+    if unseen:
+        note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
+                "namespace, such as a container, or ended): "
+                f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
+    return listed, hidden, note
+
+
+def parse_indices(raw: str) -> tuple[int, ...]:
+    """``?index=0,2`` -> (0, 2); ValueError with a one-line reason for anything else."""
+    words = [w.strip() for w in raw.split(",")]
+    if not raw.strip() or any(not w.isdigit() or not w.isascii() for w in words):
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise ValueError(f"tfgpu: bad index {shown!r}: expected physical GPU indices as nvidia-smi numbers them, "
+                         "separated by commas, e.g. ?index=0,2")
+    return tuple(dict.fromkeys(int(w) for w in words))
+
+
+def only_indices(document: dict[str, Any], indices: tuple[int, ...]) -> dict[str, Any]:
+    """The document with just the GPUs asked for (an index with no GPU is simply absent)."""
+    wanted = set(indices)
+    return {**document, "gpus": [g for g in document["gpus"] if g.get("index") in wanted]}

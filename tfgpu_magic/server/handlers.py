@@ -1,0 +1,202 @@
+"""Tornado handlers of the server extension: thin, authenticated, and never a 500 for a GPU fault.
+
+Polling, not a websocket: the sidebar asks every few seconds and only while it is visible, through the
+server's own URL (``base_url`` and any proxy in front of it work as for every other Jupyter API call), and
+each answer is a complete document, so a lost request costs nothing to recover from. NVML is read in one
+worker thread, off the event loop (a call can block for seconds on a GPU that is falling off the bus), and
+requests arriving while a reading is under way or younger than ``snapshot_max_age`` share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import tornado.web
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+from traitlets import Bool, Float
+from traitlets.config import Configurable
+
+from .gpus import SCHEMA, gpu_document, only_indices, parse_indices
+
+API_PATH = ("tfgpu", "api")
+AUTH_RESOURCE = "tfgpu"
+
+
+class TfgpuServer(Configurable):
+    """Options of the server extension (``c.TfgpuServer.<name>`` in jupyter_server_config.py)."""
+
+    show_other_users = Bool(
+        True,
+        help="List other users' GPU processes (pid, command, user, memory) as nvidia-smi shows them to anyone. "
+        "False: only count them, with their total memory.",
+    ).tag(config=True)
+
+    snapshot_max_age = Float(
+        0.5,
+        min=0.0,
+        help="Seconds one NVML reading serves every request (many open sidebars read NVML once).",
+    ).tag(config=True)
+
+
+def _read_nvml() -> dict[str, Any]:
+    from .. import nvml  # pynvml loads here, in the worker thread, on the first request
+
+    return nvml.snapshot().to_dict()
+
+
+class GpuFeed:
+    """One NVML reader per server process, in its own thread; concurrent requests share a reading."""
+
+    def __init__(self, max_age: float, read: Callable[[], dict[str, Any]] = _read_nvml):
+        self.max_age = max_age
+        self._read = read
+        self._pool: ThreadPoolExecutor | None = None
+        self._pending: asyncio.Future | None = None
+        self._last: dict[str, Any] | None = None
+        self._last_at = -math.inf
+        self.readings = 0
+
+    async def snapshot(self) -> dict[str, Any]:
+        if self._last is not None and time.monotonic() - self._last_at < self.max_age:
+            return self._last
+        if self._pending is None:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfgpu-nvml")
+            self._pending = asyncio.get_running_loop().run_in_executor(self._pool, self._read)
+            self._pending.add_done_callback(self._done)
+            self.readings += 1
+        # shield: a client that goes away must not cancel the reading the others wait for
+        return await asyncio.shield(self._pending)
+
+    def _done(self, future: asyncio.Future) -> None:
+        self._pending = None
+        if not future.cancelled() and future.exception() is None:
+            self._last, self._last_at = future.result(), time.monotonic()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+
+def _kernel_pid(kernel: Any) -> int | None:
+    pid = getattr(getattr(kernel, "provisioner", None), "pid", None)
+    if pid is None:  # jupyter_client before provisioners: the Popen is the manager's `kernel`
+        pid = getattr(getattr(kernel, "kernel", None), "pid", None)
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+async def kernels_of(server_app: Any, log: Any) -> list[dict[str, Any]]:
+    """Every kernel of the server with its PID and the sessions (notebooks, consoles) attached to it."""
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for session in await server_app.session_manager.list_sessions():
+            kernel_id = (session.get("kernel") or {}).get("id")
+            sessions.setdefault(kernel_id, []).append(
+                {"path": session.get("path"), "name": session.get("name"), "type": session.get("type")})
+    except Exception:  # the session database is a convenience here: kernels are still listed
+        log.warning("tfgpu: could not list sessions; kernels are shown without their notebooks", exc_info=True)
+    kernels = []
+    manager = server_app.kernel_manager
+    for kernel_id in list(manager.list_kernel_ids()):
+        try:
+            kernel = manager.get_kernel(kernel_id)
+        except KeyError:  # shut down between the two calls
+            continue
+        kernels.append({
+            "id": kernel_id,
+            "name": getattr(kernel, "kernel_name", None),
+            "pid": _kernel_pid(kernel),
+            "execution_state": getattr(kernel, "execution_state", None),
+            "sessions": sessions.get(kernel_id, []),
+        })
+    return kernels
+
+
+def failure_document(why: str, other_users: str) -> dict[str, Any]:
+    """What the sidebar gets when the extension itself failed: the NA shape, with the reason."""
+    return {
+        "schema": SCHEMA, "taken_at": time.time(),
+        "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
+                 "driver_version": None, "cuda_driver_version": None},
+        "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users,
+    }
+
+
+class GpusHandler(APIHandler):
+    """``GET {base_url}tfgpu/api/gpus[?index=0,2]``: every GPU, its processes matched to this server's kernels."""
+
+    auth_resource = AUTH_RESOURCE
+    _track_activity = False  # an open sidebar polling must not keep an idle server from being culled
+
+    def initialize(self, feed: GpuFeed, options: TfgpuServer) -> None:
+        self.feed = feed
+        self.options = options
+
+    @tornado.web.authenticated
+    @authorized
+    async def get(self) -> None:
+        try:
+            indices = self._indices()
+        except ValueError as exc:
+            self.set_status(400)
+            self.finish(json.dumps({"message": str(exc), "reason": "bad_query"}))
+            return
+        other_users = "shown" if self.options.show_other_users else "hidden"
+        try:
+            snap = await self.feed.snapshot()
+            kernels = await kernels_of(self.serverapp, self.log)
+            document = gpu_document(snap, kernels, user=_server_user(),
+                                    show_other_users=self.options.show_other_users)
+        except Exception as exc:  # never a 500: the sidebar shows the reason like any other missing value
+            self.log.exception("tfgpu: reading the GPUs failed")
+            document = failure_document(f"the tfgpu server extension failed: {type(exc).__name__}: {exc}",
+                                        other_users)
+        if indices is not None:
+            document = only_indices(document, indices)
+        self.finish(json.dumps(document))
+
+    def _indices(self) -> tuple[int, ...] | None:
+        """The ``index`` filter, None without one; ValueError with a one-line reason for a malformed one."""
+        given = self.get_query_arguments("index")
+        if len(given) > 1:
+            raise ValueError("tfgpu: index given more than once; give it once, e.g. ?index=0,2")
+        return parse_indices(given[0]) if given else None
+
+
+_user: list[str | None] = []
+
+
+def _server_user() -> str | None:
+    if not _user:
+        try:
+            _user.append(getpass.getuser())
+        except Exception:  # no passwd entry, no USER: compare by nothing, so others count as others
+            _user.append(None)
+    return _user[0]
+
+
+# Every handler the extension serves: tests check each one refuses an unauthenticated request.
+HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (("gpus", GpusHandler),)
+
+
+def setup_handlers(server_app: Any) -> GpuFeed:
+    options = TfgpuServer(parent=server_app)
+    feed = GpuFeed(options.snapshot_max_age)
+    base_url = server_app.web_app.settings["base_url"]
+    server_app.web_app.add_handlers(".*$", [
+        (url_path_join(base_url, *API_PATH, name), handler, {"feed": feed, "options": options})
+        for name, handler in HANDLERS
+    ])
+    server_app.web_app.settings["tfgpu_feed"] = feed
+    server_app.log.info("tfgpu: GPU endpoint at %s", url_path_join(base_url, *API_PATH, "gpus"))
+    return feed
