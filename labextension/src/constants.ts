@@ -1,0 +1,43 @@
+/**
+ * Every id, name and path the sidebar shares with JupyterLab or with the Python side, in one place.
+ */
+
+/** The npm package and the plugin id (its settings schema is labextension/schema/sidebar.json). */
+export const PACKAGE = 'tfgpu_magic';
+export const PLUGIN_ID = `${PACKAGE}:sidebar`;
+
+/** The sidebar panel's DOM id (also LabShell's tab `data-id` and the layout restorer's key). */
+export const SIDEBAR_ID = 'tfgpu-sidebar';
+export const SIDEBAR_RANK = 1000;
+
+/** The LabIcon's registered name. */
+export const ICON_NAME = `${PACKAGE}:gpu`;
+
+/** Commands. */
+export namespace CommandIDs {
+  export const openSidebar = 'tfgpu:open-sidebar';
+  /** JupyterLab's (and Notebook 7's) own command that opens a document by path. */
+  export const openDocument = 'docmanager:open';
+}
+
+/** The server extension's REST route, below the server's base URL: GET tfgpu/api/gpus. */
+export const API_NAMESPACE = ['tfgpu', 'api'];
+export const API_GPUS = 'gpus';
+
+/** The kernel comm target that `%load_ext tfgpu_magic` registers, and what the sidebar opens it with. */
+export const COMM_TARGET = 'tfgpu';
+export const COMM_OPEN_DATA = { request: 'subscribe', version: 1 };
+
+/** The code cell the "Load tfgpu_magic" button inserts at the top of the notebook. */
+export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
+
+/** The translation domain of every string a person reads. */
+export const TRANSLATION_DOMAIN = PACKAGE;
+
+/** Defaults that mirror the settings schema. */
+export const DEFAULT_REFRESH_S = 2;
+export const MIN_REFRESH_S = 0.5;
+export const MAX_REFRESH_S = 60;
+/** The longest wait between two polls while the server does not answer (backoff). */
+export const MAX_BACKOFF_MS = 60000;
+

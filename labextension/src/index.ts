@@ -1,0 +1,71 @@
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { INotebookTracker } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+
+import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, TRANSLATION_DOMAIN } from './constants';
+import { gpuIcon } from './icon';
+import { GpuSidebar } from './widget';
+
+/**
+ * The GPUs sidebar. It needs only the application: the notebook tracker, the settings, the translator, the
+ * layout restorer and the command palette are used where the host has them, so the same plugin loads in
+ * JupyterLab and in Notebook 7.
+ */
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_ID,
+  description: "A sidebar with the server's GPUs, the notebooks using them, and the front notebook's TensorFlow setup.",
+  autoStart: true,
+  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker | null,
+    settingRegistry: ISettingRegistry | null,
+    translator: ITranslator | null,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null
+  ): void => {
+    const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    const sidebar = new GpuSidebar({
+      trans,
+      tracker,
+      openNotebook: path => {
+        void app.commands.execute(CommandIDs.openDocument, { path });
+      }
+    });
+    app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK });
+    if (restorer) {
+      restorer.add(sidebar, sidebar.id);
+    }
+
+    app.commands.addCommand(CommandIDs.openSidebar, {
+      label: trans.__('Show GPUs sidebar'),
+      caption: trans.__("Show the server's GPUs and this notebook's TensorFlow GPU setup"),
+      icon: gpuIcon,
+      execute: () => {
+        app.shell.activateById(sidebar.id);
+      }
+    });
+    if (palette) {
+      palette.addItem({ command: CommandIDs.openSidebar, category: trans.__('GPUs') });
+    }
+
+    if (settingRegistry) {
+      settingRegistry
+        .load(PLUGIN_ID)
+        .then(settings => {
+          const apply = (): void => {
+            sidebar.refreshInterval = settings.get('refreshInterval').composite as number;
+          };
+          apply();
+          settings.changed.connect(apply);
+        })
+        .catch(reason => {
+          console.error(`tfgpu_magic: could not load the settings of ${PLUGIN_ID}`, reason);
+        });
+    }
+  }
+};
+
+export default plugin;

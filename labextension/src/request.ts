@@ -1,0 +1,37 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import { API_NAMESPACE } from './constants';
+
+/**
+ * Call the tfgpu_magic server extension: `endPoint` below `<base url>/tfgpu/api/`.
+ *
+ * Resolves with the parsed JSON body. Rejects with `ServerConnection.NetworkError` when the server
+ * does not answer, and with `ServerConnection.ResponseError` (its `response.status` set) when it answers
+ * with an error status, e.g. 404 while the server extension is not enabled.
+ */
+export async function requestAPI<T>(endPoint = '', init: RequestInit = {}): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, ...API_NAMESPACE, endPoint);
+
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(url, init, settings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+
+  let data: any = await response.text();
+  if (data.length > 0) {
+    try {
+      data = JSON.parse(data);
+    } catch {
+      // Not JSON (an HTML error page, say): kept as text for the error below.
+    }
+  }
+  if (!response.ok) {
+    const message = typeof data === 'object' && data !== null && data.message ? data.message : '';
+    throw new ServerConnection.ResponseError(response, message);
+  }
+  return data as T;
+}
