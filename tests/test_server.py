@@ -294,15 +294,19 @@ async def test_a_failure_inside_the_extension_is_a_reason_not_a_500(jp_fetch, jp
 # ---- the feed: off the event loop, shared -------------------------------------------------------------------
 
 
-async def test_concurrent_requests_share_one_reading_made_off_the_event_loop():
-    threads = []
+async def test_concurrent_requests_share_one_answer_whose_reading_is_made_off_the_event_loop():
+    threads, listed = [], []
 
     def slow_read():
         threads.append(threading.current_thread().name)
         time.sleep(0.3)  # a GPU slow to answer: the loop must stay free meanwhile
-        return {"taken_at": 1.0, "gpus": []}
+        return {"taken_at": 1.0, "available": True, "gpus": []}
 
-    feed = handlers.GpuFeed(max_age=0.0, read=slow_read)
+    async def kernels():
+        listed.append(1)
+        return []
+
+    feed = handlers.GpuFeed(0.0, kernels, read=slow_read)
     ticks = 0
 
     async def ticker():
@@ -311,12 +315,18 @@ async def test_concurrent_requests_share_one_reading_made_off_the_event_loop():
             await asyncio.sleep(0.01)
             ticks += 1
 
-    results = await asyncio.gather(*(feed.snapshot() for _ in range(20)), ticker())
-    feed.close()
-    assert all(r == {"taken_at": 1.0, "gpus": []} for r in results[:20])
-    assert feed.readings == 1 and len(threads) == 1
+    *answers, _ = await asyncio.gather(*(feed.answer() for _ in range(20)), ticker())
+    assert all(a is answers[0] for a in answers)
+    assert json.loads(answers[0][1]) == answers[0][0] and answers[0][0]["taken_at"] == 1.0
+    assert feed.readings == 1 and len(threads) == 1 and len(listed) == 1
     assert threads[0].startswith("tfgpu-nvml") and threads[0] != threading.main_thread().name
     assert ticks == 20  # the loop ran while NVML was being read
+
+    feed.max_age = 60.0
+    assert await feed.answer() is answers[0] and await feed.answer() is answers[0]  # still young: served as made
+    feed.max_age = 0.0
+    assert await feed.answer() is not answers[0] and feed.readings == 2
+    feed.close()
 
 
 # ---- other users' processes -----------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Polling, not a websocket: the sidebar asks every few seconds and only while it i
 server's own URL (``base_url`` and any proxy in front of it work as for every other Jupyter API call), and
 each answer is a complete document, so a lost request costs nothing to recover from. NVML is read in one
 worker thread, off the event loop (a call can block for seconds on a GPU that is falling off the bus), and
-requests arriving while a reading is under way or younger than ``snapshot_max_age`` share it.
+requests arriving while an answer is being made, or within ``snapshot_max_age`` of it, share it: many open
+sidebars cost one NVML reading and one sessions query per interval.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import getpass
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,7 +44,8 @@ class TfgpuServer(Configurable):
     snapshot_max_age = Float(
         0.5,
         min=0.0,
-        help="Seconds one NVML reading serves every request (many open sidebars read NVML once).",
+        help="Seconds one answer (NVML reading, kernels, sessions) serves every request: many open sidebars cost "
+        "one reading. 0: every request reads.",
     ).tag(config=True)
 
 
@@ -54,28 +56,39 @@ def _read_nvml() -> dict[str, Any]:
 
 
 class GpuFeed:
-    """One NVML reader per server process, in its own thread; concurrent requests share a reading."""
+    """The answer of the GPU endpoint, made at most once per ``max_age`` and shared by every request meanwhile:
+    one NVML reading in its own thread (off the event loop), the kernels and their sessions, the JSON."""
 
-    def __init__(self, max_age: float, read: Callable[[], dict[str, Any]] = _read_nvml):
+    def __init__(self, max_age: float, kernels: Callable[[], Awaitable[list[dict[str, Any]]]], *,
+                 read: Callable[[], dict[str, Any]] = _read_nvml, show_other_users: bool = True):
         self.max_age = max_age
+        self._kernels = kernels
         self._read = read
+        self.show_other_users = show_other_users
         self._pool: ThreadPoolExecutor | None = None
         self._pending: asyncio.Future | None = None
-        self._last: dict[str, Any] | None = None
+        self._last: tuple[dict[str, Any], bytes] | None = None
         self._last_at = -math.inf
         self.readings = 0
 
-    async def snapshot(self) -> dict[str, Any]:
+    async def answer(self) -> tuple[dict[str, Any], bytes]:
+        """(document, its JSON). Raises what making it raised; the next call tries again."""
         if self._last is not None and time.monotonic() - self._last_at < self.max_age:
             return self._last
         if self._pending is None:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfgpu-nvml")
-            self._pending = asyncio.get_running_loop().run_in_executor(self._pool, self._read)
+            self._pending = asyncio.ensure_future(self._make())
             self._pending.add_done_callback(self._done)
-            self.readings += 1
-        # shield: a client that goes away must not cancel the reading the others wait for
+        # shield: a client that goes away must not cancel the answer the others wait for
         return await asyncio.shield(self._pending)
+
+    async def _make(self) -> tuple[dict[str, Any], bytes]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfgpu-nvml")
+        self.readings += 1
+        snap = await asyncio.get_running_loop().run_in_executor(self._pool, self._read)
+        document = gpu_document(snap, await self._kernels(), user=_server_user(),
+                                show_other_users=self.show_other_users)
+        return document, json.dumps(document).encode()
 
     def _done(self, future: asyncio.Future) -> None:
         self._pending = None
@@ -138,9 +151,8 @@ class GpusHandler(APIHandler):
     auth_resource = AUTH_RESOURCE
     _track_activity = False  # an open sidebar polling must not keep an idle server from being culled
 
-    def initialize(self, feed: GpuFeed, options: TfgpuServer) -> None:
+    def initialize(self, feed: GpuFeed) -> None:
         self.feed = feed
-        self.options = options
 
     @tornado.web.authenticated
     @authorized
@@ -151,19 +163,16 @@ class GpusHandler(APIHandler):
             self.set_status(400)
             self.finish(json.dumps({"message": str(exc), "reason": "bad_query"}))
             return
-        other_users = "shown" if self.options.show_other_users else "hidden"
         try:
-            snap = await self.feed.snapshot()
-            kernels = await kernels_of(self.serverapp, self.log)
-            document = gpu_document(snap, kernels, user=_server_user(),
-                                    show_other_users=self.options.show_other_users)
+            document, body = await self.feed.answer()
         except Exception as exc:  # never a 500: the sidebar shows the reason like any other missing value
             self.log.exception("tfgpu: reading the GPUs failed")
             document = failure_document(f"the tfgpu server extension failed: {type(exc).__name__}: {exc}",
-                                        other_users)
+                                        "shown" if self.feed.show_other_users else "hidden")
+            body = None
         if indices is not None:
-            document = only_indices(document, indices)
-        self.finish(json.dumps(document))
+            document, body = only_indices(document, indices), None
+        self.finish(body if body is not None else json.dumps(document))
 
     def _indices(self) -> tuple[int, ...] | None:
         """The ``index`` filter, None without one; ValueError with a one-line reason for a malformed one."""
@@ -191,11 +200,14 @@ HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (("gpus", GpusHandler),)
 
 def setup_handlers(server_app: Any) -> GpuFeed:
     options = TfgpuServer(parent=server_app)
-    feed = GpuFeed(options.snapshot_max_age)
+
+    async def kernels() -> list[dict[str, Any]]:
+        return await kernels_of(server_app, server_app.log)
+
+    feed = GpuFeed(options.snapshot_max_age, kernels, show_other_users=options.show_other_users)
     base_url = server_app.web_app.settings["base_url"]
     server_app.web_app.add_handlers(".*$", [
-        (url_path_join(base_url, *API_PATH, name), handler, {"feed": feed, "options": options})
-        for name, handler in HANDLERS
+        (url_path_join(base_url, *API_PATH, name), handler, {"feed": feed}) for name, handler in HANDLERS
     ])
     server_app.web_app.settings["tfgpu_feed"] = feed
     server_app.log.info("tfgpu: GPU endpoint at %s", url_path_join(base_url, *API_PATH, "gpus"))
