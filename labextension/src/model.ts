@@ -898,7 +898,7 @@ export function serverProblem(status: number | null, trans: Trans = plainTrans):
   }
   if (status === 404) {
     return trans.__(
-      'Server not answering (404: is the tfgpu_magic server extension enabled? `jupyter server extension list` says); retrying…'
+      'Server not answering (404: is the tfgpu_magic server extension enabled?); retrying…'
     );
   }
   if (status === 403) {

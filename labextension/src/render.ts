@@ -49,7 +49,7 @@ export interface ServerActions {
 }
 
 function notebookRow(group: NotebookGroup, actions: ServerActions, trans: TranslationBundle): HTMLLIElement {
-  const row = el('li', 'tfgpu-item tfgpu-notebook', undefined, group.title);
+  const row = el('li', 'tfgpu-item tfgpu-notebook', undefined, `${group.label}\n${group.title}`);
   row.dataset.kernelId = group.kernelId;
   if (group.isFront) {
     row.classList.add('tfgpu-front');
@@ -57,11 +57,14 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
   if (group.executionState === 'busy') {
     row.classList.add('tfgpu-busy');
   }
-  const label = el('span', 'tfgpu-item-label', group.label);
-  row.appendChild(label);
   if (group.mark) {
-    row.appendChild(el('span', 'tfgpu-mark', group.mark));
+    // A dot, named for screen readers and in its tooltip: the label keeps the narrow sidebar's width.
+    const mark = el('span', 'tfgpu-mark', '\u25CF', group.mark);
+    mark.setAttribute('role', 'img');
+    mark.setAttribute('aria-label', group.mark);
+    row.appendChild(mark);
   }
+  row.appendChild(el('span', 'tfgpu-item-label', group.label));
   row.appendChild(shown(group.memory, 'tfgpu-item-figure'));
   const path = group.openPath;
   if (path !== null) {
@@ -81,7 +84,8 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
 }
 
 function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElement {
-  const row = el('li', 'tfgpu-item tfgpu-process', undefined, proc.title);
+  const summary = `${proc.name.text} · ${trans.__('pid %1', proc.pid.text)} · ${proc.user.text} · ${proc.memory.text}`;
+  const row = el('li', 'tfgpu-item tfgpu-process', undefined, [summary, proc.title].filter(Boolean).join('\n'));
   const label = el('span', 'tfgpu-item-label');
   label.appendChild(shown(proc.name));
   label.appendChild(el('span', 'tfgpu-muted', ` ${trans.__('pid %1', proc.pid.text)} · `));
@@ -94,7 +98,7 @@ function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElemen
 function gpuBlock(gpu: GpuRow, actions: ServerActions, trans: TranslationBundle): HTMLDivElement {
   const block = el('div', 'tfgpu-gpu');
   block.dataset.gpu = gpu.key;
-  block.appendChild(el('div', 'tfgpu-gpu-heading', gpu.heading.text, gpu.heading.title));
+  block.appendChild(el('div', 'tfgpu-gpu-heading', gpu.heading.text, gpu.heading.title || gpu.heading.text));
   if (gpu.error !== null) {
     block.classList.add('tfgpu-gpu-failed');
     block.appendChild(line(gpu.error, 'error'));
@@ -182,28 +186,33 @@ function subheading(text: string): HTMLDivElement {
   return el('div', 'tfgpu-subheading', text);
 }
 
-function table(headers: string[], rows: (string | HTMLElement)[][], className: string): HTMLTableElement {
-  const node = el('table', `tfgpu-table ${className}`);
+/**
+ * The settings as a table: setting, asked and status on one row, the detail under them across the row (a
+ * sidebar is too narrow for four columns).
+ */
+function settingsTable(view: NotebookView, trans: TranslationBundle): HTMLTableElement {
+  const node = el('table', 'tfgpu-table tfgpu-settings');
   const head = el('thead');
   const tr = el('tr');
-  for (const h of headers) {
+  for (const h of [trans.__('setting'), trans.__('asked'), trans.__('status')]) {
     tr.appendChild(el('th', '', h));
   }
   head.appendChild(tr);
   node.appendChild(head);
   const body = el('tbody');
-  for (const row of rows) {
-    const r = el('tr');
-    for (const cell of row) {
-      const td = el('td');
-      if (typeof cell === 'string') {
-        td.textContent = cell;
-      } else {
-        td.appendChild(cell);
-      }
-      r.appendChild(td);
+  for (const s of view.settings) {
+    const row = el('tr', 'tfgpu-setting');
+    row.appendChild(el('td', 'tfgpu-setting-name', s.setting));
+    row.appendChild(el('td', 'tfgpu-setting-asked', s.asked));
+    row.appendChild(el('td', `tfgpu-setting-status tfgpu-${s.level}`, s.status));
+    body.appendChild(row);
+    if (s.detail) {
+      const detail = el('tr', 'tfgpu-setting-detail');
+      const cell = el('td', 'tfgpu-muted', s.detail);
+      cell.colSpan = 3;
+      detail.appendChild(cell);
+      body.appendChild(detail);
     }
-    body.appendChild(r);
   }
   node.appendChild(body);
   return node;
@@ -228,13 +237,7 @@ export function renderNotebook(view: NotebookView, trans: TranslationBundle): Do
 
   out.appendChild(subheading(trans.__('Settings')));
   if (view.settings.length) {
-    out.appendChild(
-      table(
-        [trans.__('setting'), trans.__('asked'), trans.__('status'), trans.__('detail')],
-        view.settings.map(s => [s.setting, s.asked, el('span', `tfgpu-${s.level}`, s.status), s.detail]),
-        'tfgpu-settings'
-      )
-    );
+    out.appendChild(settingsTable(view, trans));
   } else {
     out.appendChild(line(view.settingsEmpty, 'muted'));
   }

@@ -151,7 +151,11 @@ export class GpuSidebar extends Widget {
     }
     this._serverKey = key;
     this._serverStatus.replaceChildren(...(this._problem ? [line(this._problem, 'warn', 'tfgpu-offline')] : []));
-    this._serverBody.replaceChildren(renderServer(view, { openNotebook: this._openNotebook }, trans));
+    this._serverBody.replaceChildren(
+      view === null && this._problem
+        ? document.createDocumentFragment()
+        : renderServer(view, { openNotebook: this._openNotebook }, trans)
+    );
   }
 
   private _renderNotebook(): void {
