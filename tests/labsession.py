@@ -266,6 +266,8 @@ def set_theme(page, name: str) -> None:
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
     page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
     expect(page.locator("body")).to_have_attribute("data-jp-theme-name", name, timeout=30_000)
+    # JupyterLab covers the page with its splash while the theme loads: a screenshot must wait for it to go.
+    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)
 
 
 # -- the live panel (%tfgpu panel): tests/test_browser_panel.py and benchmarks/screenshot_panel.py ---------------
