@@ -10,17 +10,36 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup test lab lint bench clean
 
+# The sidebar (labextension/, TypeScript) is built by the install's jupyter-builder hook with jlpm, which
+# jupyterlab brings; only Node.js 20.19+ is needed beside it. Users of the wheel need no Node.js at all.
+NODE_CHECK = node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' \
+	|| { echo "make: the sidebar is built with Node.js 20.19 or newer (found: $$(node --version 2>/dev/null || echo none))"; exit 1; }
+LABEXT := tfgpu_magic/labextension/package.json
+LABEXT_SOURCES := package.json tsconfig.json yarn.lock $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*.json)
+JLPM = PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/jlpm
+
 $(STAMP): pyproject.toml
+	@$(NODE_CHECK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 	$(BIN)/python -m pip install -q -e ".[test,lab,bench]" $(TF_PIN) 2>&1 | grep -v "^WARNING: Location" || true
-	$(BIN)/python -c "import tfgpu_magic, tensorflow, IPython, nbclient, jupyterlab"
+	$(BIN)/python -c "import tfgpu_magic, tensorflow, IPython, nbclient, jupyterlab, jupyter_server"
+	@test -f $(LABEXT) || { echo "make: the install did not build the sidebar ($(LABEXT) is missing)"; exit 1; }
+	# JupyterLab then reads the sidebar from the working tree (a link), so `make` after an edit is enough.
+	$(BIN)/jupyter labextension develop --overwrite . >/dev/null
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Rebuilt when a source changed since the install built it.
+$(LABEXT): $(LABEXT_SOURCES) | $(STAMP)
+	$(JLPM) install >/dev/null
+	$(JLPM) build
+	touch $(LABEXT)
+
+setup: $(STAMP) $(LABEXT)
 
 # PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
-test: $(STAMP)
+# The frontend's model tests (labextension/test, node --test) run inside pytest: tests/test_sidebar_model.py.
+test: $(STAMP) $(LABEXT)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest
 
@@ -36,7 +55,7 @@ course:
 	$(PYTHON) notebooks/prepare_course.py "$(COURSE)"
 
 # The server's root is the working copy; the URL it prints (and the browser it opens) lands on the start page.
-lab: $(STAMP) course
+lab: $(STAMP) $(LABEXT) course
 	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir="$(COURSE)" \
 		--LabApp.default_url=/lab/tree/00_start.ipynb
 
@@ -49,6 +68,7 @@ bench: $(STAMP)
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_placement.py
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_cell_overhead.py
 	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_panel_refresh.py
+	env -u PYTHONUNBUFFERED $(BIN)/python benchmarks/bench_sidebar_api.py
 
 clean:
-	rm -rf .venv .venv-tf* .pytest_cache .ruff_cache
+	rm -rf .venv .venv-tf* .pytest_cache .ruff_cache node_modules lib tfgpu_magic/labextension tsconfig.tsbuildinfo
