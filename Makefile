@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "import tfgpu_magic, tensorflow, IPython, nbclient, jupyterlab, jupyter_server"
 	@test -f $(LABEXT) || { echo "make: the install did not build the sidebar ($(LABEXT) is missing)"; exit 1; }
 	# JupyterLab then reads the sidebar from the working tree (a link), so `make` after an edit is enough.
-	$(BIN)/jupyter labextension develop --overwrite . >/dev/null
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite . >/dev/null
 	touch $(STAMP)
 
 # Rebuilt when a source changed since the install built it.

@@ -171,7 +171,8 @@ def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sideb
     run_cell(page, 1, "%tfgpu cpus 2\n%tfgpu placement on")
     expect(sidebar.locator("table", has_text="cpus")).to_contain_text("waiting for import", timeout=30_000)
     add_cell_below(page)
-    run_cell(page, 2, "import tensorflow as tf\nwith tf.device('CPU:1'):\n    x = tf.matmul(tf.ones((2, 2)), tf.ones((2, 2)))")
+    run_cell(page, 2, "import tensorflow as tf\n"
+                      "with tf.device('CPU:1'):\n    x = tf.matmul(tf.ones((2, 2)), tf.ones((2, 2)))")
     settings = sidebar.locator("table", has_text="cpus")
     expect(settings).to_contain_text("applied", timeout=60_000)
     expect(settings).to_contain_text("2 logical CPUs")
