@@ -99,8 +99,10 @@ class Lab:
     The repository root is on PYTHONPATH, so kernels import this checkout's tfgpu_magic.
     """
 
-    def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90) -> None:
+    def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90,
+                 extra_args: list[str] | None = None) -> None:
         self.extra_env = dict(extra_env or {})
+        self.extra_args = list(extra_args or [])  # more `jupyter lab` options, e.g. --TfgpuServer.snapshot_max_age=0
         self.start_timeout = start_timeout
         self.port = 0
         self.token = secrets.token_hex(16)
@@ -136,7 +138,7 @@ class Lab:
         self.port = free_port()
         command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                    f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
-                   f"--ServerApp.root_dir={self.root}"]
+                   f"--ServerApp.root_dir={self.root}", *self.extra_args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # CI and containers run as root; Jupyter refuses without it
         with open(self.tmp / "lab.log", "wb") as log:  # the child keeps its own copy of the descriptor

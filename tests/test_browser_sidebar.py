@@ -193,6 +193,22 @@ def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sideb
     set_theme(page, "JupyterLab Light")
     assert all(s.stat().st_size > 10_000 for s in shots)
 
+    # Hidden (another panel in the left area), the sidebar asks the server nothing; shown, it asks at once.
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/tfgpu/api/gpus" in r.url else None)
+    page.locator('.jp-SideBar [data-id="filebrowser"]').click()
+    expect(sidebar).to_be_hidden()
+    time.sleep(1)  # a request already under way may still land
+    asked.clear()
+    time.sleep(6)  # three refresh intervals (2 s by default)
+    assert asked == [], asked
+    page.locator(SIDEBAR_TAB).click()
+    expect(sidebar).to_be_visible()
+    deadline = time.monotonic() + 5
+    while not asked and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    assert asked, "the sidebar did not ask the server when shown again"
+
     # A click on a notebook's row opens it.
     hostile_row.click()
     expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=HOSTILE)).to_be_visible(
