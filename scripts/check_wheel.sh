@@ -21,7 +21,7 @@ echo "pip install: $(( $(date +%s) - start )) s"
 # No Node.js from here on: only the new environment's bin and the basic tools.
 nonode="$WORK/nonode-bin"
 mkdir -p "$nonode"
-for tool in sh bash env cat ls; do ln -sf "$(command -v $tool)" "$nonode/$tool"; done
+for tool in sh bash env cat ls grep awk; do ln -sf "$(command -v $tool)" "$nonode/$tool"; done
 export PATH="$WORK/user-venv/bin:$nonode"
 if command -v node >/dev/null; then echo "node is still on PATH"; exit 1; fi
 echo "node on PATH: none"

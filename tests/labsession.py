@@ -260,6 +260,15 @@ def cell_output(page, index: int):
     return page.locator(CELL).nth(index).locator(".jp-OutputArea")
 
 
+def keep_screenshot(shot: Path) -> Path:
+    """Copy a screenshot to $TFGPU_SCREENSHOTS when that names a folder (never into the repository otherwise)."""
+    folder = os.environ.get("TFGPU_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(folder) / shot.name)
+    return shot
+
+
 def set_theme(page, name: str) -> None:
     """Switch to ``name`` ("JupyterLab Light", "JupyterLab Dark") through the Settings menu, as a user does."""
     from playwright.sync_api import expect

@@ -10,10 +10,7 @@ Skipped where the browser is missing, failed instead with CI=true (labsession.re
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-from pathlib import Path
 
 import pytest
 from fakenvml import three_gpus
@@ -23,6 +20,7 @@ from labsession import (
     PANEL_CELL,
     cell_output,
     in_use_mib,
+    keep_screenshot,
     panel_tab,
     require_browser,
     set_theme,
@@ -45,14 +43,6 @@ def page(lab):
     with lab.browser_page(width=1100, height=2000) as page:
         yield page
     print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
-
-
-def keep(shot: Path) -> None:
-    """Copy a screenshot to $TFGPU_SCREENSHOTS when that names a folder (never into the repository otherwise)."""
-    folder = os.environ.get("TFGPU_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(folder) / shot.name)
 
 
 def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
@@ -108,12 +98,12 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     # Pictures, the Memory tab (bars, the big tensor in the chart) in both themes, the Devices tab in light.
     page.locator(CELL).first.locator(".jp-InputPrompt").click()  # the selection away from the photographed cell
     page.keyboard.press("Escape")
-    keep(shoot_panel(page, tmp_path / "panel-light.png"))
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-light.png"))
     panel_tab(panel, "Devices")
-    keep(shoot_panel(page, tmp_path / "panel-devices-light.png"))
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-devices-light.png"))
     panel_tab(panel, "Memory")
     set_theme(page, "JupyterLab Dark")
     expect(panel).to_contain_text("TensorFlow CPU allocator", use_inner_text=True)
-    keep(shoot_panel(page, tmp_path / "panel-dark.png"))
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-dark.png"))
     for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png"):
         assert (tmp_path / name).stat().st_size > 10_000, f"{name}: suspiciously small"

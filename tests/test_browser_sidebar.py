@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import shutil
 import time
 import urllib.parse
 import urllib.request
@@ -24,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
-from labsession import CELL, NOTEBOOK, Lab, add_cell_below, require_browser, run_cell, set_theme
+from labsession import CELL, NOTEBOOK, Lab, add_cell_below, keep_screenshot, require_browser, run_cell, set_theme
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
@@ -88,13 +86,6 @@ def page(sidebar_lab):
         page.dialogs = dialogs
         yield page
     print(f"--- jupyter lab log (tail) ---\n{sidebar_lab.lab.log_tail()}")
-
-
-def keep(shot: Path) -> None:
-    folder = os.environ.get("TFGPU_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(folder) / shot.name)
 
 
 def open_sidebar(page):
@@ -188,7 +179,7 @@ def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sideb
             expect(sidebar).to_contain_text(GPU_NAMES[0])
         shot = tmp_path / f"sidebar-{theme}.png"
         page.screenshot(path=str(shot))
-        keep(shot)
+        keep_screenshot(shot)
         shots.append(shot)
     set_theme(page, "JupyterLab Light")
     assert all(s.stat().st_size > 10_000 for s in shots)
