@@ -209,7 +209,8 @@ print(tfgpu_magic.snapshot().to_dict()["settings"])
 def test_load_ext_leaves_the_core_for_the_first_magic():
     # %load_ext stays cheap (benchmarks/bench_import.py) by importing the subcommands on first use.
     run_tf(SHELL_PRELUDE + """
-for name in ("tfgpu_magic.commands", "tfgpu_magic.state", "tfgpu_magic.control", "tensorflow", "ipywidgets"):
+for name in ("tfgpu_magic.commands", "tfgpu_magic.state", "tfgpu_magic.control", "tensorflow", "ipywidgets",
+             "tfgpu_magic.server", "jupyter_server", "tornado"):  # the server extension is the server's only
     assert name not in sys.modules, name
 magic("status")
 assert "tfgpu_magic.commands" in sys.modules
