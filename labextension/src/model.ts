@@ -906,3 +906,473 @@ export function serverProblem(status: number | null, trans: Trans = plainTrans):
   }
   return trans.__('Server not answering (HTTP %1); retrying…', status);
 }
+
+// -- saved settings (the notebook's `tfgpu` metadata) ------------------------------------------------------
+
+/** The settings a notebook can carry, in the order the kernel applies them (tfgpu_magic/saved.py ORDER). */
+export const SETTING_NAMES = ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement'] as const;
+export type SettingName = (typeof SETTING_NAMES)[number];
+
+/** The settings that may hold one value per GPU: a list of `%tfgpu` argument texts, each with its `--gpu I`. */
+export const PER_GPU_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>(['limit', 'virtual']);
+
+/** What the editor's empty inputs show: the values each setting takes. */
+export const SETTING_PLACEHOLDERS: Readonly<Record<SettingName, string>> = {
+  visible: '1 / auto / all',
+  cpus: '4',
+  cpumem: 'on|off',
+  growth: 'on|off',
+  limit: '40% / 2GB',
+  virtual: '2x2GB',
+  placement: 'on|off'
+};
+
+/** The metadata version this sidebar reads and writes. */
+export const SAVED_VERSION = 1;
+
+/** One setting's saved value: the text after `%tfgpu <name>`, or (limit, virtual) one such text per GPU. */
+export type SettingValue = string | string[];
+export type SavedSettings = { [name in SettingName]?: SettingValue };
+
+/** The notebook's `metadata.tfgpu`, as this sidebar writes it. */
+export interface SavedDocument {
+  version: number;
+  apply_on_start: boolean;
+  settings: SavedSettings;
+}
+
+/**
+ * The notebook's `tfgpu` metadata read for its shape (the values are the kernel's to check):
+ * - `none`: the notebook has no such key: nothing is ever run for it;
+ * - `ok`: a document the kernel can be given (settings trimmed, in apply order);
+ * - `newer`: written by a newer tfgpu_magic: not applied, not overwritten without asking;
+ * - `invalid`: not the shape of the key: not applied; `message` says what is wrong.
+ */
+export type SavedRead =
+  | { kind: 'none' }
+  | { kind: 'ok'; saved: SavedDocument }
+  | { kind: 'newer'; version: number; message: string }
+  | { kind: 'invalid'; message: string };
+
+function isPlainObject(value: unknown): value is { [key: string]: unknown } {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isSettingName(name: string): name is SettingName {
+  return (SETTING_NAMES as readonly string[]).includes(name);
+}
+
+function shortJSON(value: unknown, length = 60): string {
+  let out: string;
+  try {
+    out = JSON.stringify(value) ?? String(value);
+  } catch {
+    out = String(value);
+  }
+  return out.length > length ? `${out.slice(0, length - 1)}…` : out;
+}
+
+/**
+ * The settings' shape: an object of known names, each a non-empty string, or for limit and virtual a
+ * non-empty list of them. Returns the trimmed settings in apply order, or what is wrong (the kernel's
+ * `normalise` checks the same).
+ */
+export function checkSettings(
+  settings: unknown,
+  trans: Trans = plainTrans
+): { ok: true; settings: SavedSettings } | { ok: false; message: string } {
+  if (!isPlainObject(settings)) {
+    return { ok: false, message: trans.__('the saved settings are %1, not an object', shortJSON(settings)) };
+  }
+  const unknown = Object.keys(settings).filter(name => !isSettingName(name));
+  if (unknown.length) {
+    return {
+      ok: false,
+      message: trans.__('unknown saved setting %1; valid: %2', shortJSON(unknown[0], 40), SETTING_NAMES.join(', '))
+    };
+  }
+  const out: SavedSettings = {};
+  for (const name of SETTING_NAMES) {
+    const value = settings[name];
+    if (value === undefined || value === null) {
+      continue;
+    }
+    const values = Array.isArray(value) ? value : [value];
+    const good =
+      values.length > 0 &&
+      values.every(v => typeof v === 'string' && v.trim() !== '') &&
+      (values.length === 1 || PER_GPU_SETTINGS.has(name));
+    if (!good) {
+      return {
+        ok: false,
+        message: PER_GPU_SETTINGS.has(name)
+          ? trans.__('saved %1 is %2: expected the text after `%tfgpu %1`, or a list of them, one per GPU', name, shortJSON(value))
+          : trans.__('saved %1 is %2: expected the text after `%tfgpu %1`', name, shortJSON(value))
+      };
+    }
+    const trimmed = (values as string[]).map(v => v.trim());
+    out[name] = Array.isArray(value) ? trimmed : trimmed[0];
+  }
+  return { ok: true, settings: out };
+}
+
+/** Read `metadata.tfgpu` (undefined when the notebook has none) for its shape. */
+export function readSaved(raw: unknown, trans: Trans = plainTrans): SavedRead {
+  if (raw === undefined || raw === null) {
+    return { kind: 'none' };
+  }
+  if (!isPlainObject(raw)) {
+    return { kind: 'invalid', message: trans.__("the notebook's tfgpu metadata is %1, not an object", shortJSON(raw)) };
+  }
+  const version = raw.version === undefined ? SAVED_VERSION : raw.version;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) {
+    return {
+      kind: 'invalid',
+      message: trans.__('bad tfgpu metadata version %1: expected %2', shortJSON(version), SAVED_VERSION)
+    };
+  }
+  if (version > SAVED_VERSION) {
+    return {
+      kind: 'newer',
+      version,
+      message: trans.__(
+        'saved by a newer tfgpu_magic (version %1); this one reads version %2',
+        version,
+        SAVED_VERSION
+      )
+    };
+  }
+  const apply = raw.apply_on_start === undefined ? false : raw.apply_on_start;
+  if (typeof apply !== 'boolean') {
+    return { kind: 'invalid', message: trans.__('apply_on_start is %1, not true or false', shortJSON(apply)) };
+  }
+  const checked = checkSettings(raw.settings === undefined ? {} : raw.settings, trans);
+  if (!checked.ok) {
+    return { kind: 'invalid', message: checked.message };
+  }
+  return { kind: 'ok', saved: { version: SAVED_VERSION, apply_on_start: apply, settings: checked.settings } };
+}
+
+/** The metadata document to write for these settings. */
+export function savedDocument(settings: SavedSettings, applyOnStart: boolean): SavedDocument {
+  const checked = checkSettings(settings);
+  return { version: SAVED_VERSION, apply_on_start: applyOnStart, settings: checked.ok ? checked.settings : {} };
+}
+
+/** Whether any setting is saved. */
+export function hasSettings(settings: SavedSettings | null | undefined): boolean {
+  return !!settings && SETTING_NAMES.some(name => settings[name] !== undefined);
+}
+
+/** Each saved value as one `%tfgpu` argument line, in apply order: ["cpus 3", "limit 2GB --gpu 0", ...]. */
+export function settingLines(settings: SavedSettings): string[] {
+  const lines: string[] = [];
+  for (const name of SETTING_NAMES) {
+    const value = settings[name];
+    for (const v of value === undefined ? [] : Array.isArray(value) ? value : [value]) {
+      lines.push(`${name} ${v}`);
+    }
+  }
+  return lines;
+}
+
+/**
+ * The source of a first cell that sets the same up where nothing applies saved settings (nbconvert,
+ * papermill): `%load_ext tfgpu_magic`, then one `%tfgpu <name> <value>` per saved value in apply order.
+ * Takes the metadata document, or just its settings.
+ */
+export function firstCellSource(saved: SavedDocument | SavedSettings | unknown): string {
+  const object = isPlainObject(saved) ? saved : {};
+  const settings = isPlainObject(object.settings) ? object.settings : 'settings' in object ? {} : object;
+  const checked = checkSettings(settings);
+  const lines = checked.ok ? settingLines(checked.settings) : [];
+  return ['%load_ext tfgpu_magic', ...lines.map(line => `%tfgpu ${line}`)].join('\n');
+}
+
+/** Whether a cell's source is only `%load_ext tfgpu_magic` and `%tfgpu` lines (a first cell written before). */
+export function isFirstCellSource(source: string): boolean {
+  const lines = source
+    .split('\n')
+    .map(line => line.trim())
+    .filter(Boolean);
+  return lines[0] === '%load_ext tfgpu_magic' && lines.slice(1).every(line => /^%tfgpu\s+\S/.test(line));
+}
+
+/** One setting's value as the editor's text: a per-GPU list joins with "; ". */
+export function editorText(value: SettingValue | undefined): string {
+  return value === undefined ? '' : Array.isArray(value) ? value.join('; ') : value;
+}
+
+/** The editor's texts as settings: empty means not set; "a; b" is a per-GPU list (limit, virtual). */
+export function settingsFromEditor(texts: { [name: string]: string | undefined }): SavedSettings {
+  const out: SavedSettings = {};
+  for (const name of SETTING_NAMES) {
+    const text = (texts[name] ?? '').trim();
+    if (!text) {
+      continue;
+    }
+    const parts = PER_GPU_SETTINGS.has(name)
+      ? text
+          .split(';')
+          .map(part => part.trim())
+          .filter(Boolean)
+      : [text];
+    if (parts.length) {
+      out[name] = parts.length === 1 ? parts[0] : parts;
+    }
+  }
+  return out;
+}
+
+/** The saved settings as rows to show: name and value text. */
+export function savedRows(settings: SavedSettings): { name: SettingName; value: string }[] {
+  return SETTING_NAMES.filter(name => settings[name] !== undefined).map(name => ({
+    name,
+    value: editorText(settings[name])
+  }));
+}
+
+// -- applying them at kernel start --------------------------------------------------------------------------
+
+/** What the silent apply asks back: the kernel's result of the apply, as JSON. */
+export const APPLY_USER_EXPRESSION = "__import__('tfgpu_magic.saved').saved.last_result()";
+
+/**
+ * The code the sidebar runs silently at kernel start. The document goes in as a JSON string literal,
+ * which is a valid Python string literal too.
+ */
+export function applyCode(saved: SavedDocument | unknown): string {
+  return `__import__('tfgpu_magic.saved').saved.apply_json(${JSON.stringify(JSON.stringify(saved))})`;
+}
+
+/** One setting's outcome as the kernel reports it. */
+export interface ApplyOutcome {
+  setting: string;
+  asked: string;
+  status: string;
+  detail: string;
+}
+
+/**
+ * What became of the silent apply, from its execute reply:
+ * - `result`: the kernel ran it; `ok` false means it applied nothing and `message` says why;
+ * - `not-installed`: tfgpu_magic is not importable in the kernel;
+ * - `interrupted`: aborted, interrupted, or the kernel went away before it answered;
+ * - `error`: anything else (a bug, a kernel that is not Python): `message` has the kernel's words.
+ */
+export type ApplyReply =
+  | { kind: 'result'; ok: boolean; message: string | null; outcomes: ApplyOutcome[]; placement: 'on' | 'off' | null }
+  | { kind: 'not-installed'; message: string }
+  | { kind: 'interrupted' }
+  | { kind: 'error'; message: string };
+
+const NOT_INSTALLED = new Set(['ModuleNotFoundError', 'ImportError']);
+
+function errorWords(content: { ename?: unknown; evalue?: unknown }): string {
+  const ename = typeof content.ename === 'string' ? content.ename : '';
+  const evalue = typeof content.evalue === 'string' ? content.evalue : '';
+  return [ename, evalue].filter(Boolean).join(': ') || 'unknown error';
+}
+
+/** Read the execute reply's content (null: no reply came, the future was canceled). */
+export function parseApplyReply(content: unknown): ApplyReply {
+  if (!isPlainObject(content)) {
+    return { kind: 'interrupted' };
+  }
+  const status = content.status;
+  if (status === 'abort' || status === 'aborted') {
+    return { kind: 'interrupted' };
+  }
+  if (status === 'error') {
+    if (content.ename === 'KeyboardInterrupt') {
+      return { kind: 'interrupted' };
+    }
+    if (typeof content.ename === 'string' && NOT_INSTALLED.has(content.ename)) {
+      return { kind: 'not-installed', message: errorWords(content) };
+    }
+    return { kind: 'error', message: errorWords(content) };
+  }
+  if (status !== 'ok') {
+    return { kind: 'error', message: `unexpected reply status ${shortJSON(status, 30)}` };
+  }
+  const expressions = isPlainObject(content.user_expressions) ? content.user_expressions : {};
+  const expression = expressions.tfgpu;
+  if (!isPlainObject(expression)) {
+    return { kind: 'error', message: 'the kernel returned no result' };
+  }
+  if (expression.status !== 'ok') {
+    if (typeof expression.ename === 'string' && NOT_INSTALLED.has(expression.ename)) {
+      return { kind: 'not-installed', message: errorWords(expression) };
+    }
+    return { kind: 'error', message: errorWords(expression) };
+  }
+  const data = isPlainObject(expression.data) ? expression.data : {};
+  const result = data['application/json'];
+  if (!isPlainObject(result) || typeof result.ok !== 'boolean') {
+    return { kind: 'error', message: `unexpected result ${shortJSON(data['text/plain'] ?? result)}` };
+  }
+  const outcomes: ApplyOutcome[] = (Array.isArray(result.outcomes) ? result.outcomes : [])
+    .filter(isPlainObject)
+    .map(o => ({
+      setting: typeof o.setting === 'string' ? o.setting : '',
+      asked: typeof o.asked === 'string' ? o.asked : '',
+      status: typeof o.status === 'string' ? o.status : '',
+      detail: typeof o.detail === 'string' ? o.detail : ''
+    }));
+  const placement = result.placement === 'on' || result.placement === 'off' ? result.placement : null;
+  return {
+    kind: 'result',
+    ok: result.ok,
+    message: typeof result.message === 'string' && result.message ? result.message : null,
+    outcomes,
+    placement
+  };
+}
+
+/**
+ * Where the saved settings of one notebook stand, as the sidebar shows it:
+ * - `applying`: sent at kernel start, no answer yet;
+ * - `done`: the kernel answered (`afterRestart`: the start was our "Restart kernel and apply");
+ * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why).
+ */
+export type ApplyState =
+  | { kind: 'applying'; afterRestart: boolean }
+  | { kind: 'done'; reply: ApplyReply; afterRestart: boolean; kernelName: string }
+  | { kind: 'skipped'; message: string };
+
+/** "cpus 3 → applied (3 logical CPUs); placement on". */
+export function outcomesText(
+  outcomes: ApplyOutcome[],
+  placement: 'on' | 'off' | null,
+  trans: Trans = plainTrans
+): string {
+  const parts = outcomes.map(o => {
+    const words = statusWords(o.status, trans).words;
+    const head = trans.__('%1 %2 → %3', o.setting, o.asked, words).replace(/\s+/g, ' ');
+    return o.detail ? trans.__('%1 (%2)', head, o.detail) : head;
+  });
+  if (placement !== null) {
+    parts.push(placement === 'on' ? trans.__('placement on') : trans.__('placement off'));
+  }
+  return parts.join('; ');
+}
+
+/** The apply-status line of the "Saved settings" section (null state: nothing was applied here). */
+export function applyStatusView(
+  state: ApplyState | null,
+  trans: Trans = plainTrans
+): { text: string; level: Level; retry: boolean } | null {
+  if (state === null) {
+    return null;
+  }
+  if (state.kind === 'skipped') {
+    return { text: trans.__('Saved settings not applied at kernel start: %1', state.message), level: 'error', retry: false };
+  }
+  if (state.kind === 'applying') {
+    return {
+      text: state.afterRestart
+        ? trans.__('Kernel restarting; applying the saved settings…')
+        : trans.__('Applying the saved settings…'),
+      level: 'info',
+      retry: false
+    };
+  }
+  const reply = state.reply;
+  switch (reply.kind) {
+    case 'result': {
+      if (!reply.ok) {
+        return {
+          text: trans.__('Saved settings refused at kernel start, none applied: %1', reply.message ?? trans.__('no reason given')),
+          level: 'error',
+          retry: false
+        };
+      }
+      const what = outcomesText(reply.outcomes, reply.placement, trans) || trans.__('nothing to apply');
+      return {
+        text: state.afterRestart
+          ? trans.__('Kernel restarted; saved settings applied: %1', what)
+          : trans.__('Applied at kernel start: %1', what),
+        level: 'ok',
+        retry: false
+      };
+    }
+    case 'not-installed':
+      return {
+        text: trans.__(
+          "tfgpu_magic is not installed in this kernel's environment (%1): run `%pip install tfgpu_magic` in a cell of this notebook, then restart the kernel",
+          state.kernelName || trans.__('unknown kernel')
+        ),
+        level: 'error',
+        retry: false
+      };
+    case 'interrupted':
+      return { text: trans.__('applying the saved settings was interrupted'), level: 'warn', retry: true };
+    case 'error':
+      return { text: trans.__('applying the saved settings failed: %1', reply.message), level: 'error', retry: true };
+  }
+}
+
+// -- the kernel's refusals and its other messages ------------------------------------------------------
+
+export interface RefusedRow {
+  key: string;
+  setting: string;
+  asked: string;
+  message: string;
+}
+
+/**
+ * Settings the user asked for that the kernel refused as too late (its `kernel` section's `refused`), and
+ * what a restart should apply instead (its `wanted`, in the metadata's settings form; null when absent or
+ * not of that shape).
+ */
+export function refusedView(
+  kernel: Sections | null | undefined,
+  trans: Trans = plainTrans
+): { rows: RefusedRow[]; wanted: SavedSettings | null } {
+  const refused: unknown[] = kernel && Array.isArray(kernel.refused) ? kernel.refused : [];
+  const rows = refused.filter(isPlainObject).map((r, i) => {
+    const setting = text(r.setting, trans);
+    const asked = text(r.asked, trans);
+    return {
+      key: `refused-${setting}-${i}`,
+      setting,
+      asked,
+      message: text(r.message, trans) || trans.__('%1 %2 was refused: the runtime has started', setting, asked)
+    };
+  });
+  const checked = kernel && kernel.wanted !== undefined ? checkSettings(kernel.wanted, trans) : null;
+  return { rows, wanted: checked && checked.ok ? checked.settings : null };
+}
+
+/** The kernel's answer to `{"request": "validate"}`: `errors` maps a setting ("" for the whole) to its message. */
+export interface Validated {
+  id: number;
+  ok: boolean;
+  errors: { [setting: string]: string };
+}
+
+/** A comm message of type `validated`, or null when it is not one. */
+export function parseValidated(data: unknown): Validated | null {
+  if (!isPlainObject(data) || data.type !== 'validated' || typeof data.id !== 'number') {
+    return null;
+  }
+  const errors: { [setting: string]: string } = {};
+  if (isPlainObject(data.errors)) {
+    for (const [name, message] of Object.entries(data.errors)) {
+      if (typeof message === 'string' && message) {
+        errors[name] = message;
+      }
+    }
+  }
+  return { id: data.id, ok: data.ok === true && Object.keys(errors).length === 0, errors };
+}
+
+/** A comm message `{"type": "request", "action": "restart-and-apply", "settings": {...}}`, or null. */
+export function parseKernelRequest(data: unknown): { action: 'restart-and-apply'; settings: SavedSettings } | null {
+  if (!isPlainObject(data) || data.type !== 'request' || data.action !== 'restart-and-apply') {
+    return null;
+  }
+  const checked = checkSettings(data.settings ?? {});
+  return checked.ok ? { action: 'restart-and-apply', settings: checked.settings } : null;
+}

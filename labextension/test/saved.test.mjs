@@ -1,0 +1,356 @@
+// Unit tests of the saved settings' pure logic (labextension/src/model.ts): the metadata's shape, the first cell,
+// the silent apply's code and reply, the kernel's refusals and its comm answers. `node --test labextension/test/`.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import {
+  applyCode,
+  applyStatusView,
+  APPLY_USER_EXPRESSION,
+  checkSettings,
+  editorText,
+  firstCellSource,
+  isFirstCellSource,
+  outcomesText,
+  parseApplyReply,
+  parseKernelRequest,
+  parseValidated,
+  readSaved,
+  refusedView,
+  savedDocument,
+  savedRows,
+  SETTING_NAMES,
+  settingLines,
+  settingsFromEditor
+} from '../../lib/model.js';
+
+const ALL = {
+  visible: '1',
+  growth: 'on',
+  limit: '40%',
+  virtual: '2x2GB',
+  cpus: '3',
+  cpumem: 'on',
+  placement: 'on'
+};
+
+// -- the metadata's shape --------------------------------------------------------------------------------
+
+test('a notebook without the key has nothing saved', () => {
+  assert.deepEqual(readSaved(undefined), { kind: 'none' });
+  assert.deepEqual(readSaved(null), { kind: 'none' });
+});
+
+test('the documented example reads as is, settings in apply order', () => {
+  const read = readSaved({ version: 1, apply_on_start: true, settings: ALL });
+  assert.equal(read.kind, 'ok');
+  assert.equal(read.saved.version, 1);
+  assert.equal(read.saved.apply_on_start, true);
+  assert.deepEqual(Object.keys(read.saved.settings), [
+    'visible',
+    'cpus',
+    'cpumem',
+    'growth',
+    'limit',
+    'virtual',
+    'placement'
+  ]);
+  assert.deepEqual(read.saved.settings, ALL);
+});
+
+test('a missing version is read as 1; a missing apply_on_start as off; missing settings as none', () => {
+  const read = readSaved({ apply_on_start: true, settings: { cpus: ' 3 ' } });
+  assert.deepEqual(read, { kind: 'ok', saved: { version: 1, apply_on_start: true, settings: { cpus: '3' } } });
+  assert.deepEqual(readSaved({ settings: { cpus: '3' } }).saved.apply_on_start, false);
+  assert.deepEqual(readSaved({ version: 1 }), { kind: 'ok', saved: { version: 1, apply_on_start: false, settings: {} } });
+});
+
+test('a newer version is not applied, and says which', () => {
+  const read = readSaved({ version: 2, apply_on_start: true, settings: { cpus: '3', future: 'x' } });
+  assert.equal(read.kind, 'newer');
+  assert.equal(read.version, 2);
+  assert.equal(read.message, 'saved by a newer tfgpu_magic (version 2); this one reads version 1');
+});
+
+test('a bad shape says what is wrong', () => {
+  const cases = [
+    ['on', 'invalid', /tfgpu metadata is "on", not an object/],
+    [[1], 'invalid', /not an object/],
+    [{ version: 0 }, 'invalid', /bad tfgpu metadata version 0: expected 1/],
+    [{ version: '1' }, 'invalid', /bad tfgpu metadata version "1"/],
+    [{ version: 1.5 }, 'invalid', /version 1.5/],
+    [{ apply_on_start: 'yes' }, 'invalid', /apply_on_start is "yes", not true or false/],
+    [{ settings: [] }, 'invalid', /settings are \[\], not an object/],
+    [{ settings: { gpus: '1' } }, 'invalid', /unknown saved setting "gpus"; valid: visible, cpus, cpumem, growth, limit, virtual, placement/],
+    [{ settings: { cpus: 3 } }, 'invalid', /saved cpus is 3: expected the text after `%tfgpu cpus`$/],
+    [{ settings: { cpus: '' } }, 'invalid', /saved cpus is "": expected/],
+    [{ settings: { cpus: '  ' } }, 'invalid', /saved cpus is/],
+    [{ settings: { growth: ['on', 'off'] } }, 'invalid', /saved growth is \["on","off"\]: expected the text after `%tfgpu growth`$/],
+    [{ settings: { limit: [] } }, 'invalid', /saved limit is \[\]: .*or a list of them, one per GPU/],
+    [{ settings: { limit: ['2GB --gpu 0', 4] } }, 'invalid', /saved limit is/],
+    [{ settings: { virtual: { gpu: 0 } } }, 'invalid', /saved virtual is \{"gpu":0\}/]
+  ];
+  for (const [raw, kind, message] of cases) {
+    const read = readSaved(raw);
+    assert.equal(read.kind, kind, JSON.stringify(raw));
+    assert.match(read.message, message, JSON.stringify(raw));
+  }
+});
+
+test('a per-GPU list is kept as a list (limit and virtual), a one-item list too', () => {
+  const read = readSaved({ settings: { limit: ['2GB --gpu 0', ' 4GB --gpu 1'], virtual: ['2x2GB --gpu 0'] } });
+  assert.equal(read.kind, 'ok');
+  assert.deepEqual(read.saved.settings, { limit: ['2GB --gpu 0', '4GB --gpu 1'], virtual: ['2x2GB --gpu 0'] });
+  assert.deepEqual(checkSettings({ limit: ['2GB --gpu 0'] }), { ok: true, settings: { limit: ['2GB --gpu 0'] } });
+  // null is "not set", as in the kernel
+  assert.deepEqual(checkSettings({ cpus: null, growth: 'on' }), { ok: true, settings: { growth: 'on' } });
+});
+
+test('the document written puts the version and the flag with the settings in order', () => {
+  assert.deepEqual(savedDocument({ placement: 'on', cpus: '3' }, true), {
+    version: 1,
+    apply_on_start: true,
+    settings: { cpus: '3', placement: 'on' }
+  });
+  assert.deepEqual(Object.keys(savedDocument({ placement: 'on', cpus: '3' }, false).settings), ['cpus', 'placement']);
+});
+
+// -- the editor ------------------------------------------------------------------------------------------
+
+test('editor texts: empty is not set, "; " separates per-GPU values, other settings keep their text whole', () => {
+  assert.deepEqual(
+    settingsFromEditor({
+      visible: ' 1 ',
+      cpus: '',
+      growth: '  ',
+      limit: '2GB --gpu 0; 4GB --gpu 1;',
+      virtual: '2x2GB',
+      placement: 'a;b'
+    }),
+    { visible: '1', limit: ['2GB --gpu 0', '4GB --gpu 1'], virtual: '2x2GB', placement: 'a;b' }
+  );
+  assert.equal(editorText(['2GB --gpu 0', '4GB --gpu 1']), '2GB --gpu 0; 4GB --gpu 1');
+  assert.equal(editorText('40%'), '40%');
+  assert.equal(editorText(undefined), '');
+  assert.deepEqual(savedRows({ placement: 'on', limit: ['1GB --gpu 0', '2GB --gpu 1'] }), [
+    { name: 'limit', value: '1GB --gpu 0; 2GB --gpu 1' },
+    { name: 'placement', value: 'on' }
+  ]);
+});
+
+// -- the first cell --------------------------------------------------------------------------------------
+
+test('firstCellSource: %load_ext, then one %tfgpu line per value in apply order, per-GPU lists one line each', () => {
+  const source = firstCellSource({
+    version: 1,
+    apply_on_start: true,
+    settings: {
+      placement: 'on',
+      limit: ['2GB --gpu 0', '4GB --gpu 1'],
+      virtual: '2x2GB',
+      growth: 'on',
+      cpumem: 'on',
+      cpus: '3',
+      visible: '1'
+    }
+  });
+  assert.equal(
+    source,
+    [
+      '%load_ext tfgpu_magic',
+      '%tfgpu visible 1',
+      '%tfgpu cpus 3',
+      '%tfgpu cpumem on',
+      '%tfgpu growth on',
+      '%tfgpu limit 2GB --gpu 0',
+      '%tfgpu limit 4GB --gpu 1',
+      '%tfgpu virtual 2x2GB',
+      '%tfgpu placement on'
+    ].join('\n')
+  );
+  // the settings alone work too; nothing saved is the load line alone
+  assert.equal(firstCellSource({ cpus: '2' }), '%load_ext tfgpu_magic\n%tfgpu cpus 2');
+  assert.equal(firstCellSource({ version: 1, settings: {} }), '%load_ext tfgpu_magic');
+  assert.equal(firstCellSource({ version: 1 }), '%load_ext tfgpu_magic');
+  assert.deepEqual(settingLines({ placement: 'off', cpus: '4' }), ['cpus 4', 'placement off']);
+  assert.ok(isFirstCellSource(source));
+  assert.ok(isFirstCellSource('%load_ext tfgpu_magic'));
+  assert.ok(!isFirstCellSource('%load_ext tfgpu_magic\nimport tensorflow as tf'));
+  assert.ok(!isFirstCellSource('import os'));
+});
+
+test('SETTING_NAMES is the kernel order', () => {
+  assert.deepEqual([...SETTING_NAMES], ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement']);
+});
+
+// -- the silent apply ------------------------------------------------------------------------------------
+
+test('applyCode passes the document as a JSON string literal that Python reads as the same JSON', () => {
+  const doc = { version: 1, apply_on_start: true, settings: { cpus: '3', limit: ['2GB --gpu 0'], visible: 'a"b\\c\n' } };
+  const code = applyCode(doc);
+  assert.ok(code.startsWith("__import__('tfgpu_magic.saved').saved.apply_json(\""), code);
+  assert.ok(code.endsWith('")'));
+  const literal = code.slice("__import__('tfgpu_magic.saved').saved.apply_json(".length, -1);
+  assert.deepEqual(JSON.parse(JSON.parse(literal)), doc);
+  assert.ok(!literal.includes('\n'), 'one line');
+  assert.equal(APPLY_USER_EXPRESSION, "__import__('tfgpu_magic.saved').saved.last_result()");
+});
+
+const okReply = result => ({
+  status: 'ok',
+  execution_count: 0,
+  user_expressions: { tfgpu: { status: 'ok', data: { 'text/plain': '{...}', 'application/json': result }, metadata: {} } }
+});
+
+test('an ok reply gives the kernel result', () => {
+  const reply = parseApplyReply(
+    okReply({
+      ok: true,
+      message: null,
+      outcomes: [
+        { setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs', calls: [] },
+        { setting: 'growth', asked: 'on', status: 'pending', detail: '' }
+      ],
+      placement: 'on'
+    })
+  );
+  assert.deepEqual(reply, {
+    kind: 'result',
+    ok: true,
+    message: null,
+    outcomes: [
+      { setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs' },
+      { setting: 'growth', asked: 'on', status: 'pending', detail: '' }
+    ],
+    placement: 'on'
+  });
+  const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: 'Python 3' });
+  assert.deepEqual(view, {
+    text: 'Applied at kernel start: cpus 3 → applied (3 logical CPUs); growth on → waiting for import; placement on',
+    level: 'ok',
+    retry: false
+  });
+  const after = applyStatusView({ kind: 'done', reply, afterRestart: true, kernelName: 'Python 3' });
+  assert.match(after.text, /^Kernel restarted; saved settings applied: cpus 3 → applied/);
+});
+
+test('a refused set shows the kernel message and applied nothing', () => {
+  const reply = parseApplyReply(
+    okReply({ ok: false, message: 'tfgpu: cpus is "x": expected a count', outcomes: [], placement: null })
+  );
+  assert.deepEqual(reply, {
+    kind: 'result',
+    ok: false,
+    message: 'tfgpu: cpus is "x": expected a count',
+    outcomes: [],
+    placement: null
+  });
+  const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '' });
+  assert.equal(view.level, 'error');
+  assert.equal(view.text, 'Saved settings refused at kernel start, none applied: tfgpu: cpus is "x": expected a count');
+});
+
+test('ModuleNotFoundError (and ImportError) mean tfgpu_magic is not installed in the kernel', () => {
+  for (const ename of ['ModuleNotFoundError', 'ImportError']) {
+    const reply = parseApplyReply({
+      status: 'error',
+      ename,
+      evalue: "No module named 'tfgpu_magic'",
+      traceback: [],
+      user_expressions: {}
+    });
+    assert.equal(reply.kind, 'not-installed');
+    const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: 'Python 3 (tf-env)' });
+    assert.equal(
+      view.text,
+      "tfgpu_magic is not installed in this kernel's environment (Python 3 (tf-env)): run `%pip install tfgpu_magic` in a cell of this notebook, then restart the kernel"
+    );
+    assert.equal(view.retry, false);
+  }
+});
+
+test('abort, KeyboardInterrupt and a canceled future are an interruption with Try again', () => {
+  for (const content of [
+    { status: 'abort' },
+    { status: 'aborted' },
+    { status: 'error', ename: 'KeyboardInterrupt', evalue: '', traceback: [] },
+    null,
+    undefined
+  ]) {
+    const reply = parseApplyReply(content);
+    assert.deepEqual(reply, { kind: 'interrupted' }, JSON.stringify(content));
+    const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '' });
+    assert.deepEqual(view, { text: 'applying the saved settings was interrupted', level: 'warn', retry: true });
+  }
+});
+
+test('other errors say what the kernel said', () => {
+  assert.deepEqual(parseApplyReply({ status: 'error', ename: 'SyntaxError', evalue: 'invalid syntax' }), {
+    kind: 'error',
+    message: 'SyntaxError: invalid syntax'
+  });
+  // an expression that failed (an older tfgpu_magic without last_result)
+  assert.deepEqual(
+    parseApplyReply({
+      status: 'ok',
+      user_expressions: { tfgpu: { status: 'error', ename: 'AttributeError', evalue: "no attribute 'last_result'" } }
+    }),
+    { kind: 'error', message: "AttributeError: no attribute 'last_result'" }
+  );
+  assert.equal(parseApplyReply({ status: 'ok', user_expressions: {} }).kind, 'error');
+  assert.equal(
+    parseApplyReply({ status: 'ok', user_expressions: { tfgpu: { status: 'ok', data: { 'text/plain': "{'ok': True}" } } } }).kind,
+    'error'
+  );
+  const view = applyStatusView({ kind: 'done', reply: { kind: 'error', message: 'X: y' }, afterRestart: false, kernelName: '' });
+  assert.deepEqual(view, { text: 'applying the saved settings failed: X: y', level: 'error', retry: true });
+});
+
+test('apply states: none, applying, skipped', () => {
+  assert.equal(applyStatusView(null), null);
+  assert.equal(applyStatusView({ kind: 'applying', afterRestart: false }).text, 'Applying the saved settings…');
+  assert.equal(applyStatusView({ kind: 'skipped', message: 'saved by a newer tfgpu_magic (version 2); this one reads version 1' }).text,
+    'Saved settings not applied at kernel start: saved by a newer tfgpu_magic (version 2); this one reads version 1');
+  assert.equal(outcomesText([], null), '');
+  assert.equal(outcomesText([], 'off'), 'placement off');
+});
+
+// -- refusals and the comm's answers ---------------------------------------------------------------------
+
+test('refused rows and what to apply instead', () => {
+  const kernel = {
+    refused: [{ setting: 'cpus', asked: '4', message: 'tfgpu: cpus 4 refused: the runtime has started' }, 'junk'],
+    wanted: { cpus: '4', growth: 'on' }
+  };
+  const view = refusedView(kernel);
+  assert.deepEqual(view.rows, [
+    { key: 'refused-cpus-0', setting: 'cpus', asked: '4', message: 'tfgpu: cpus 4 refused: the runtime has started' }
+  ]);
+  assert.deepEqual(view.wanted, { cpus: '4', growth: 'on' });
+  assert.deepEqual(refusedView(null), { rows: [], wanted: null });
+  assert.deepEqual(refusedView({ refused: [], wanted: {} }), { rows: [], wanted: {} });
+  // a wanted of the wrong shape is not offered
+  assert.equal(refusedView({ refused: kernel.refused, wanted: { cpus: 4 } }).wanted, null);
+  // a refusal without its message still says something
+  assert.equal(refusedView({ refused: [{ setting: 'growth', asked: 'on' }] }).rows[0].message,
+    'growth on was refused: the runtime has started');
+});
+
+test('validated answers and kernel requests; other messages are not theirs', () => {
+  assert.deepEqual(parseValidated({ type: 'validated', id: 3, ok: true, errors: {} }), { id: 3, ok: true, errors: {} });
+  assert.deepEqual(
+    parseValidated({ type: 'validated', id: 4, ok: false, errors: { cpus: 'tfgpu: bad cpus', growth: 7 } }),
+    { id: 4, ok: false, errors: { cpus: 'tfgpu: bad cpus' } }
+  );
+  // ok with errors is not ok
+  assert.equal(parseValidated({ type: 'validated', id: 5, ok: true, errors: { cpus: 'x' } }).ok, false);
+  assert.equal(parseValidated({ type: 'state', sections: {} }), null);
+  assert.equal(parseValidated({ type: 'validated' }), null);
+  assert.deepEqual(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { cpus: '2' } }), {
+    action: 'restart-and-apply',
+    settings: { cpus: '2' }
+  });
+  assert.equal(parseKernelRequest({ type: 'request', action: 'dance', settings: {} }), null);
+  assert.equal(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { nope: '1' } }), null);
+  assert.equal(parseKernelRequest({ type: 'changes', sections: {} }), null);
+});
