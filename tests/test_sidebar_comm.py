@@ -127,7 +127,26 @@ def test_the_channel_in_a_kernel_without_then_with_the_extension(frontend):
     assert next(m for m in again if m.get("type") == "state")["sections"]["kernel"]["settings"][0]["setting"] == "cpus"
     frontend.message(comm_id, {"request": "<img src=x>"})
     error = next(m for m in frontend.comm_messages(comm_id, _first("error")) if m.get("type") == "error")
-    assert error["message"] == "tfgpu: unknown request '<img src=x>'; valid: state"
+    assert error["message"] == "tfgpu: unknown request '<img src=x>'; valid: state, pause, resume, validate"
+
+    # Saved settings checked by the magics' own parsers, applying nothing.
+    frontend.message(comm_id, {"request": "validate", "id": 7, "settings": {"cpus": "0", "limit": "2XB",
+                                                                              "growth": "on"}})
+    checked = next(m for m in frontend.comm_messages(comm_id, _first("validated")) if m.get("type") == "validated")
+    assert checked["id"] == 7 and checked["ok"] is False and set(checked["errors"]) == {"cpus", "limit"}
+    assert checked["errors"]["cpus"].startswith("tfgpu: ") and "0" in checked["errors"]["cpus"]
+    frontend.message(comm_id, {"request": "validate", "id": 8, "settings": {"cpus": "4", "placement": "on"}})
+    checked = next(m for m in frontend.comm_messages(comm_id, lambda got: any(m.get("id") == 8 for m in got))
+               if m.get("id") == 8)
+    assert checked == {"type": "validated", "protocol": 1, "id": 8, "ok": True, "errors": {}}
+
+    # Hidden sidebar: paused, nobody samples; shown again: everything once more.
+    frontend.message(comm_id, {"request": "pause"})
+    time.sleep(0.5)
+    assert "tfgpu-live" not in threads(frontend)
+    frontend.message(comm_id, {"request": "resume"})
+    frontend.comm_messages(comm_id, _first("state"))
+    assert "tfgpu-live" in threads(frontend)
 
     # The sidebar looks elsewhere: the comm closes and nobody samples any more.
     frontend.close_comm(comm_id)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .control import ENV_VARS, Change, default_controller
+from .control import Change, default_controller
 from .plan import ALL, PlanError, parse_count, parse_index, parse_on_off, parse_size, parse_virtual, parse_visible
-from .runtime import Outcome, TFState
+from .runtime import Outcome
 
 
 def _text(value) -> str:
@@ -45,21 +45,5 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
                               f"virtual {text}{suffix}"))
     if not changes:
         raise PlanError("configure() needs at least one of visible, growth, limit, virtual, cpus, cpumem")
-    controller = default_controller()
-    saved_plan, saved_outcomes = controller.plan, dict(controller.outcomes)
-    saved_env = {name: controller.environ.get(name) for name in ENV_VARS}
-    outcomes = []
-    try:
-        for change in changes:
-            outcomes.append(controller.change(Change(change.setting, change.value, change.gpu,
-                                                     f"%tfgpu {change.command}")))
-    except PlanError:
-        # Before import the changes so far touched only the plan and the environment: put both back,
-        # so the call is all or nothing. After import, TensorFlow took the earlier ones already.
-        if controller.probe().state < TFState.IMPORTED:
-            controller.plan, controller.outcomes = saved_plan, saved_outcomes
-            controller.restore_env(saved_env)
-            if saved_plan.is_empty():
-                controller.unhook()
-        raise
-    return tuple(outcomes)
+    # All or nothing before import: one bad value puts the plan and the environment back.
+    return default_controller().change_all([Change(c.setting, c.value, c.gpu, f"%tfgpu {c.command}") for c in changes])

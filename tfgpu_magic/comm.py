@@ -3,8 +3,10 @@
 The sidebar opens a comm named ``tfgpu`` to the kernel of the notebook in front. The first message back is
 ``{"type": "state", "sections": {...}}`` with every section the sidebar shows; after that each change of the
 live model is ``{"type": "changes", "sections": {...}}`` with only the sections that changed. Closing the
-comm (the user looks at another notebook, the sidebar is closed) unsubscribes, so a kernel that nobody
-looks at samples nothing. The frontend never executes code in the user's kernel to learn this.
+comm (the user looks at another notebook) or pausing it (the sidebar is hidden) unsubscribes, so a kernel
+that nobody looks at samples nothing. The frontend never executes code in the user's kernel to learn this.
+The kernel may ask the frontend to restart it and apply settings (the panel's button): ``{"type": "request",
+"action": "restart-and-apply", "settings": {...}}``.
 
 A kernel that has not run ``%load_ext tfgpu_magic`` has no such target: ipykernel closes the comm at once,
 and the sidebar offers to load the extension.
@@ -20,6 +22,7 @@ TARGET = "tfgpu"
 PROTOCOL = 1
 SECTIONS = ("kernel", "memory", "cells", "placement", "error")  # the live model's history and GPUs: not here
 PLACEMENT_TAIL = 20  # records the sidebar gets: the tail of the log, not the capture's whole buffer
+REQUESTS = ("state", "pause", "resume", "validate")
 
 
 def for_sidebar(sections: dict[str, Any]) -> dict[str, Any]:
@@ -42,7 +45,7 @@ class SidebarChannel:
     def __init__(self, magics: Any):
         self.magics = magics
         self._lock = threading.Lock()
-        self._open: dict[str, tuple[Any, int]] = {}  # comm id -> (comm, live-model token)
+        self._open: dict[str, tuple[Any, int | None]] = {}  # comm id -> (comm, live-model token; None: paused)
         self._manager: Any = None
 
     @property
@@ -64,7 +67,8 @@ class SidebarChannel:
             comms = list(self._open.values())
             self._open.clear()
         for comm, token in comms:
-            self.magics.live.unsubscribe(token)
+            if token is not None:
+                self.magics.live.unsubscribe(token)
             with contextlib.suppress(Exception):  # already closed by the frontend, or the kernel is going away
                 comm.close()
         if self._manager is not None:
@@ -72,6 +76,14 @@ class SidebarChannel:
             self._manager = None
 
     def _opened(self, comm: Any, open_msg: dict) -> None:
+        with self._lock:
+            self._open[comm.comm_id] = (comm, None)
+        comm.on_close(lambda msg: self._closed(comm.comm_id))
+        comm.on_msg(lambda msg: self._message(comm, msg))
+        self._subscribe(comm)
+
+    def _subscribe(self, comm: Any) -> None:
+        """Send every section, then each change, until the frontend pauses or closes the comm."""
         live = self.magics.live
         placement = self.magics.placement
         if placement is not None:
@@ -84,22 +96,51 @@ class SidebarChannel:
 
         token = live.subscribe(send_changes)
         with self._lock:
-            self._open[comm.comm_id] = (comm, token)
-        comm.on_close(lambda msg: self._closed(comm.comm_id))
-        comm.on_msg(lambda msg: self._message(comm, msg))
+            if comm.comm_id in self._open:
+                self._open[comm.comm_id] = (comm, token)
         comm.send({"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(live.state())})
 
-    def _closed(self, comm_id: str) -> None:
+    def _unsubscribe(self, comm_id: str) -> None:
         with self._lock:
-            entry = self._open.pop(comm_id, None)
-        if entry is not None:
-            self.magics.live.unsubscribe(entry[1])
+            comm, token = self._open.get(comm_id, (None, None))
+            if comm is not None:
+                self._open[comm_id] = (comm, None)
+        if token is not None:
+            self.magics.live.unsubscribe(token)
+
+    def _closed(self, comm_id: str) -> None:
+        self._unsubscribe(comm_id)
+        with self._lock:
+            self._open.pop(comm_id, None)
 
     def _message(self, comm: Any, msg: dict) -> None:
-        """``{"request": "state"}`` asks for every section again (a frontend that lost track)."""
+        """The frontend's requests: ``state`` (every section again), ``pause`` (the sidebar is hidden: stop
+        sending, and sampling if nobody else looks), ``resume``, and ``validate`` (saved settings, checked by
+        the magics' own parsers, applying nothing)."""
         data = (msg.get("content") or {}).get("data") or {}
-        if data.get("request") == "state":
+        request = data.get("request")
+        if request == "state":
             comm.send({"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(self.magics.live.state())})
+        elif request == "pause":
+            self._unsubscribe(comm.comm_id)
+        elif request == "resume":
+            self._unsubscribe(comm.comm_id)
+            self._subscribe(comm)
+        elif request == "validate":
+            from .saved import check
+
+            errors = check(data.get("settings"))
+            comm.send({"type": "validated", "protocol": PROTOCOL, "id": data.get("id"), "ok": not errors,
+                       "errors": errors})
         else:
             comm.send({"type": "error", "protocol": PROTOCOL,
-                       "message": f"tfgpu: unknown request {str(data.get('request'))[:40]!r}; valid: state"})
+                       "message": f"tfgpu: unknown request {str(request)[:40]!r}; valid: {', '.join(REQUESTS)}"})
+
+    def ask_restart_and_apply(self, settings: dict[str, Any]) -> int:
+        """Ask every frontend on this channel to restart the kernel and apply ``settings`` (the panel's
+        button); returns how many were asked (0: no frontend with the extension is listening)."""
+        with self._lock:
+            comms = [comm for comm, _ in self._open.values()]
+        for comm in comms:
+            comm.send({"type": "request", "protocol": PROTOCOL, "action": "restart-and-apply", "settings": settings})
+        return len(comms)

@@ -14,7 +14,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.display import display
 
 from . import state as state_module
-from .control import Change
+from .control import Change, RefusedError
 from .export import render_tf1, render_tf2
 from .magics import SUBCOMMANDS, USAGE
 from .plan import (
@@ -99,8 +99,11 @@ def dispatch(m, line: str, cell: str | None):
     if name not in SUBCOMMANDS:
         raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(SUBCOMMANDS)} "
                          "(`%tfgpu help` explains each)")
-    handler = globals()[f"cmd_{name}"]
     try:
+        if name in _CHANGES:
+            _configure(m, _CHANGES[name](_PARSERS[name].parse_args(argv), f"%tfgpu {line.strip()}"))
+            return None
+        handler = globals()[f"cmd_{name}"]
         if name in ("placement", "device", "log", "panel"):
             return handler(m, argv, cell)
         return handler(m, _PARSERS[name].parse_args(argv), line)
@@ -109,15 +112,20 @@ def dispatch(m, line: str, cell: str | None):
 
 
 # -- configuring -------------------------------------------------------------------------------
-def _configure(m, setting: str, value, command: str, gpu=ALL) -> Outcome:
+def _configure(m, change: Change) -> Outcome:
     try:
-        outcome = m.controller.change(Change(setting, value, gpu, command))
+        outcome = m.controller.change(change)
+    except RefusedError as err:
+        # Remembered, so the sidebar and the panel can offer "Restart kernel and apply" with it.
+        m.live.note_refused(change.setting, change.command.split(" ", 2)[2], str(err))
+        raise UsageError(str(err)) from None
     except PlanError as err:
         raise UsageError(str(err)) from None
+    m.live.forget_refused(change.setting)
     if outcome.status is Status.PENDING:  # say what became of it when TensorFlow is imported
         m.controller.on_import_report = lambda line: None if m.quiet else print(line)
     if not m.quiet:
-        print(_outcome_line(command, outcome))
+        print(_outcome_line(change.command, outcome))
     return outcome
 
 
@@ -125,37 +133,52 @@ def _gpu(args) -> int | str:
     return ALL if args.gpu is None else parse_index(args.gpu)
 
 
-def cmd_visible(m, args, line):
+def _visible(args, command: str) -> Change:
     spec = parse_visible(args.spec)
     if args.min_free is not None:
         if spec.auto is None:
             raise PlanError(f"--min-free only goes with auto or auto:N, not {shown(args.spec)}")
         spec = VisibleSpec(auto=spec.auto, min_free_mib=parse_size(args.min_free, allow_percent=False,
                                                                    what="--min-free size"))
-    _configure(m, "visible", spec, f"%tfgpu {line.strip()}")
+    return Change("visible", spec, ALL, command)
 
 
-def cmd_growth(m, args, line):
-    _configure(m, "growth", parse_on_off(args.state, what="growth"), f"%tfgpu {line.strip()}")
+def _growth(args, command: str) -> Change:
+    return Change("growth", parse_on_off(args.state, what="growth"), ALL, command)
 
 
-def cmd_limit(m, args, line):
+def _limit(args, command: str) -> Change:
     size = None if args.size.lower() == "off" else parse_size(args.size, what="limit")
-    _configure(m, "limit", size, f"%tfgpu {line.strip()}", _gpu(args))
+    return Change("limit", size, _gpu(args), command)
 
 
-def cmd_virtual(m, args, line):
+def _virtual(args, command: str) -> Change:
     sizes = None if args.spec.lower() == "off" else parse_virtual(args.spec)
-    _configure(m, "virtual", sizes, f"%tfgpu {line.strip()}", _gpu(args))
+    return Change("virtual", sizes, _gpu(args), command)
 
 
-def cmd_cpus(m, args, line):
+def _cpus(args, command: str) -> Change:
     count = None if args.count.lower() == "off" else parse_count(args.count, what="CPU count")
-    _configure(m, "cpus", count, f"%tfgpu {line.strip()}")
+    return Change("cpus", count, ALL, command)
 
 
-def cmd_cpumem(m, args, line):
-    _configure(m, "cpumem", parse_on_off(args.state, what="cpumem"), f"%tfgpu {line.strip()}")
+def _cpumem(args, command: str) -> Change:
+    return Change("cpumem", parse_on_off(args.state, what="cpumem"), ALL, command)
+
+
+_CHANGES = {"visible": _visible, "growth": _growth, "limit": _limit, "virtual": _virtual, "cpus": _cpus,
+            "cpumem": _cpumem}
+CONFIGURING = tuple(_CHANGES)
+
+
+def parse_change(line: str) -> Change:
+    """One configuring line (``cpus 3``, ``limit 2GB --gpu 1``) as the magic parses it, applying nothing.
+    Raises UsageError or PlanError with the magic's own one-line message."""
+    words = line.split()
+    name = words[0].lower() if words else ""
+    if name not in _CHANGES:
+        raise UsageError(f"tfgpu: {shown(name or line)} is not a setting; valid: {', '.join(CONFIGURING)}")
+    return _CHANGES[name](_PARSERS[name].parse_args(words[1:]), f"%tfgpu {line.strip()}")
 
 
 def cmd_reset(m, args, line):

@@ -124,6 +124,26 @@ class Controller:
         self.outcomes[change.setting] = outcome
         return outcome
 
+    def change_all(self, changes: list[Change]) -> tuple[Outcome, ...]:
+        """Several changes as one: before TensorFlow is imported they touch only the plan and the environment,
+        so a bad one puts both back and none is kept (after import, TensorFlow took the earlier ones already).
+        Raises the first PlanError. (Not under the lock: a change may wait for an import in another thread,
+        whose hook takes the lock.)"""
+        saved_plan, saved_outcomes = self.plan, dict(self.outcomes)
+        saved_env = {name: self.environ.get(name) for name in ENV_VARS}
+        outcomes = []
+        try:
+            for change in changes:
+                outcomes.append(self.change(change))
+        except PlanError:
+            if self.probe().state < TFState.IMPORTED:
+                self.plan, self.outcomes = saved_plan, saved_outcomes
+                self.restore_env(saved_env)
+                if saved_plan.is_empty():
+                    self.unhook()
+            raise
+        return tuple(outcomes)
+
     def _wait_for_import(self) -> None:
         """Another thread is running `import tensorflow`: the module is half made, so wait for it
         (its import hook then applies whatever was pending) instead of touching it."""

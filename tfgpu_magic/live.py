@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from . import saved
 from .inputs import short_repr
 
 SECTIONS = ("kernel", "gpus", "memory", "history", "cells", "placement", "error")
@@ -66,6 +67,7 @@ class LiveModel:
         self._peaks: dict[str, float] = {}  # the highest peak per device since the last reset, over cells
         self._cell: dict | None = None  # figures at the start of the running cell
         self._devices: list[str] | None = None  # logical devices with an allocator of their own, once known
+        self._refused: dict[str, dict] = {}  # setting -> the last too-late ask for it (what a restart would apply)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -222,6 +224,11 @@ class LiveModel:
                                                       "logical_devices")},
             "settings": data["settings"], "notes": data["notes"], "numbering": data["numbering"],
         }
+        with self._lock:
+            refused = list(self._refused.values())
+            placement = ((self._state.get("placement") or {}).get("status") or {}).get("mode")
+        kernel["refused"] = refused
+        kernel["wanted"] = saved.wanted(data["settings"], refused, placement)
         gpus = {"nvml": data["nvml"], "gpus": data["gpus"], "kernel_gpu_memory": data["kernel_gpu_memory"]}
         memory = {"devices": tensorflow["memory"], "state": tensorflow["state"]}
         self.samples += 1
@@ -249,6 +256,21 @@ class LiveModel:
             if last is not None and {k: last[k] for k in point} == point and "history" in self._state:
                 return self._state["history"]  # the same figures: the section stays as published
             return list(self._history)
+
+    # -- settings refused as too late -----------------------------------------------------------------------
+    def note_refused(self, setting: str, asked: str, message: str) -> None:
+        """A setting refused because the runtime has started: the views offer to restart and apply it."""
+        with self._lock:
+            self._refused[setting] = {"setting": setting, "asked": asked, "message": message}
+        if self._subscribers:
+            self.refresh()
+
+    def forget_refused(self, setting: str) -> None:
+        """The setting was asked again and accepted (the value in force): nothing to restart for."""
+        with self._lock:
+            known = self._refused.pop(setting, None)
+        if known is not None and self._subscribers:
+            self.refresh()
 
     # -- placement, from the face that captures it ---------------------------------------------------------------
     def set_placement(self, placement: dict | None) -> Changes:

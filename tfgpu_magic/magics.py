@@ -117,11 +117,13 @@ class TfgpuMagics(Magics):
         if not (self.default_growth or self.default_cpus):
             return  # the usual case: keep %load_ext from importing the core
         from .commands import _configure
+        from .control import Change
+        from .plan import ALL
 
         if self.default_growth and self.controller.plan.growth is None:
-            _configure(self, "growth", True, "%tfgpu growth on")
+            _configure(self, Change("growth", True, ALL, "%tfgpu growth on"))
         if self.default_cpus and self.controller.plan.cpus is None:
-            _configure(self, "cpus", self.default_cpus, f"%tfgpu cpus {self.default_cpus}")
+            _configure(self, Change("cpus", self.default_cpus, ALL, f"%tfgpu cpus {self.default_cpus}"))
 
     @observe("refresh_interval")
     def _refresh_interval_changed(self, change):
@@ -223,6 +225,14 @@ class _CellMemory:
                 live.refresh()
         except Exception as err:
             self.magics.live.refresh_failed(err)
+
+
+def extension_magics(shell) -> TfgpuMagics:
+    """The shell's %tfgpu, loading the extension first as `%load_ext tfgpu_magic` does (so `%unload_ext`
+    undoes it and a later `%load_ext` says it is loaded)."""
+    if id(shell) not in _loaded:
+        shell.extension_manager.load_extension("tfgpu_magic")
+    return _loaded[id(shell)]
 
 
 def load_extension(shell) -> None:

@@ -62,12 +62,18 @@ class Panel(widgets.VBox):
         close = widgets.Button(description="Close panel", tooltip="close every view of this panel and stop its "
                                "refresh", layout=widgets.Layout(width="auto"))
         close.on_click(lambda _: self.close())
+        # Shown once a setting was refused as too late (from a magic): the frontend restarts and applies it.
+        self._restart = widgets.Button(description="Restart kernel and apply", button_style="warning",
+                                       tooltip="restart this kernel (its variables are lost) and apply the settings "
+                                       "asked for, the refused ones included, before anything else",
+                                       layout=widgets.Layout(width="auto", display="none"))
+        self._restart.on_click(lambda _: self.restart_and_apply())
         tabs = widgets.Tab(children=[
             widgets.VBox([html["memory"], html["chart"]]),
             html["devices"],
             html["cells"],
             widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
-            widgets.VBox([*rows, html["message"]]),
+            widgets.VBox([*rows, self._restart, html["message"]]),
         ], titles=TABS)
         super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
         self.add_class("tfgpu-panel")
@@ -115,6 +121,24 @@ class Panel(widgets.VBox):
         self.model.refresh()
         return text
 
+    def restart_and_apply(self) -> str:
+        """Ask the JupyterLab sidebar (through its kernel channel) to restart the kernel and apply the settings
+        wanted; where no frontend with the extension listens, say the two steps. Returns what it showed."""
+        from .saved import first_cell
+
+        wanted = (self._state.get("kernel") or {}).get("wanted") or {}
+        sidebar = getattr(self._magics, "sidebar", None)
+        asked = sidebar.ask_restart_and_apply(wanted) if sidebar is not None else 0
+        if asked:
+            text = ("tfgpu: asked JupyterLab to restart the kernel and apply the settings: confirm in its dialog "
+                    "(this kernel's variables are lost)")
+        else:
+            cell = first_cell({"settings": wanted}).replace("\n", "; ")
+            text = (f"tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the kernel "
+                    f"(Kernel > Restart Kernel), then run first: {cell}")
+        self._html["message"].value = live_html.message_html(text, False)
+        return text
+
     def _filter_changed(self, change=None) -> None:
         self._html["records"].value = live_html.records_html(self._state.get("placement"), self._device_filter.value,
                                                              self._op_filter.value)
@@ -159,6 +183,7 @@ class Panel(widgets.VBox):
             html["error"].value = live_html.error_html(state.get("error"))
 
     def _enable_controls(self, kernel: dict) -> None:
+        self._restart.layout.display = "" if kernel.get("refused") else "none"
         started = kernel["tensorflow"]["state"] == "initialized"
         capture = getattr(self._magics, "placement", None) is not None
         for name, control in self._inputs.items():

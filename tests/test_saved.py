@@ -1,0 +1,235 @@
+"""Settings saved in a notebook's metadata (tfgpu_magic/saved.py): their shape, the magics' checks of their values,
+applying them all or nothing (in a shell, and in a real kernel the way the sidebar does at kernel start), what a
+refusal makes a restart apply, and the first cell written for running the notebook elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import nbclient
+import nbformat
+import pytest
+from conftest import run_tf
+from test_panel_kernel import ROOT, user_env
+
+from tfgpu_magic import saved
+
+# -- the metadata's shape -----------------------------------------------------------------------------------------
+
+
+def test_normalise_orders_settings_and_reads_every_form():
+    doc = {"version": 1, "apply_on_start": True,
+           "settings": {"placement": "on", "limit": ["2GB --gpu 0", "4GB --gpu 1"], "cpus": " 3 ", "visible": "1"}}
+    assert saved.normalise(doc) == {"visible": ["1"], "cpus": ["3"], "limit": ["2GB --gpu 0", "4GB --gpu 1"],
+                                    "placement": ["on"]}
+    # no version: read as version 1; a bare settings object (the sidebar's validate request) too
+    assert saved.normalise({"settings": {"cpus": "2"}}) == {"cpus": ["2"]}
+    assert saved.normalise({"cpus": "2"}) == {"cpus": ["2"]}
+    assert saved.lines(saved.normalise(doc)) == ["visible 1", "cpus 3", "limit 2GB --gpu 0", "limit 4GB --gpu 1",
+                                                 "placement on"]
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"version": 2, "settings": {}}, "tfgpu: these settings were saved by a newer tfgpu_magic (metadata version 2); "
+                                     "this one reads version 1: upgrade tfgpu_magic in this kernel's environment"),
+    ({"version": "1"}, "tfgpu: bad 'tfgpu' metadata version '1': expected 1"),
+    ([], "tfgpu: the notebook's 'tfgpu' metadata is list, not an object"),
+    ({"settings": ["cpus 3"]}, "tfgpu: the saved settings are list, not an object"),
+    ({"settings": {"gpus": "1"}}, "tfgpu: unknown saved setting 'gpus'; valid: visible, cpus, cpumem, growth, limit, "
+                                  "virtual, placement"),
+    ({"settings": {"cpus": 3}}, "tfgpu: saved cpus is 3: expected the text after `%tfgpu cpus`"),
+    ({"settings": {"cpus": ["2", "3"]}}, 'tfgpu: saved cpus is ["2", "3"]: expected the text after `%tfgpu cpus`'),
+    ({"settings": {"limit": []}}, "tfgpu: saved limit is []: expected the text after `%tfgpu limit`, or a list of "
+                                  "them, one per GPU"),
+])
+def test_a_bad_shape_is_one_line_that_says_what(doc, message):
+    with pytest.raises(saved.SavedError) as err:
+        saved.normalise(doc)
+    assert str(err.value) == message
+
+
+def test_values_are_checked_by_the_magics_own_parsers():
+    errors = saved.check({"settings": {"cpus": "0", "limit": "2XB", "growth": "maybe", "virtual": "2x1GB",
+                                       "placement": "sometimes", "visible": "1,3"}})
+    assert set(errors) == {"cpus", "limit", "growth", "placement"}
+    assert all(e.startswith("tfgpu: ") and "\n" not in e for e in errors.values())
+    assert "2XB" in errors["limit"] and "maybe" in errors["growth"]
+    assert errors["placement"] == "tfgpu: saved placement is 'sometimes'; valid: on, off"
+    assert saved.check({"settings": {"cpus": "4", "limit": "40% --gpu 1", "cpumem": "on"}}) == {}
+    (key, message), = saved.check({"version": 9}).items()
+    assert key == "" and message.startswith("tfgpu: these settings were saved by a newer")
+
+
+def test_first_cell_is_the_extension_and_one_magic_per_value():
+    doc = {"settings": {"placement": "on", "cpus": "3", "limit": ["1GB --gpu 0", "2GB --gpu 1"]}}
+    assert saved.first_cell(doc) == ("%load_ext tfgpu_magic\n%tfgpu cpus 3\n%tfgpu limit 1GB --gpu 0\n"
+                                     "%tfgpu limit 2GB --gpu 1\n%tfgpu placement on")
+
+
+def test_wanted_is_the_settings_in_force_with_the_refused_ones_instead():
+    rows = [{"setting": "cpus", "asked": "2"}, {"setting": "growth", "asked": "on"},
+            {"setting": "limit[all]", "asked": "1GiB"}, {"setting": "limit[2]", "asked": "20GiB"}]
+    refused = [{"setting": "cpus", "asked": "3", "message": "tfgpu: ... too late ..."}]
+    assert saved.wanted(rows, refused, "on") == {"cpus": "3", "growth": "on", "limit": ["1GiB", "20GiB --gpu 2"],
+                                                 "placement": "on"}
+    assert saved.wanted([], [], "off") == {}
+    assert saved.check({"settings": saved.wanted(rows, refused, "on")}) == {}  # what it saves, the kernel takes
+
+
+# -- applying in a shell ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.tf
+def test_apply_is_all_or_nothing_and_lands_before_tensorflow_starts():
+    run_tf("""
+import json, os, sys
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+_c = Config(); _c.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=_c)
+from tfgpu_magic import saved
+
+# One bad value: nothing applied, the extension loaded all the same, nothing in the environment.
+env_before = dict(os.environ)
+bad = saved.apply({"settings": {"cpus": "3", "cpumem": "on", "limit": "2XB"}}, ip)
+assert bad["ok"] is False and bad["message"].startswith("tfgpu: ") and "2XB" in bad["message"], bad
+from tfgpu_magic.magics import _loaded
+m = _loaded[id(ip)]
+assert m.controller.plan.is_empty() and dict(os.environ) == env_before
+assert "tfgpu" in ip.magics_manager.magics["line"]
+
+good = saved.apply_json(json.dumps({"version": 1, "apply_on_start": True,
+                                   "settings": {"cpus": "3", "placement": "on"}}), ip)
+assert good is saved.last_result() and good["ok"] is True, good
+assert [(o["setting"], o["asked"], o["status"]) for o in good["outcomes"]] == [("cpus", "3", "pending")]
+assert good["placement"] == "on" and m.placement.mode == "on"
+assert "tensorflow" not in sys.modules  # applying imports no TensorFlow
+ip.run_cell("import tensorflow as tf; n = len(tf.config.list_logical_devices('CPU'))")
+assert ip.user_ns["n"] == 3
+
+# Too late now: refused whole, with the magic's message.
+late = saved.apply({"settings": {"cpus": "2"}}, ip)
+assert late["ok"] is False and "is too late" in late["message"], late
+assert json.loads(json.dumps(late._repr_json_())) == dict(late)
+print("ok")
+""")
+
+
+@pytest.mark.tf
+def test_a_refusal_makes_the_restart_settings_and_the_panel_says_the_two_steps():
+    proc = run_tf("""
+import json
+""" + __import__("conftest").SHELL_PRELUDE + """
+from tfgpu_magic.magics import _loaded
+m = _loaded[id(ip)]
+magic("cpus 2")
+magic("placement on")
+cell("import tensorflow as tf; tf.constant(1)")
+r = cell("%tfgpu cpus 3")
+assert not r.success and "is too late" in str(r.error_in_exec)
+m.live.set_placement(m.placement.live_section())
+kernel = m.live.state()["kernel"]
+print(json.dumps({"refused": kernel["refused"], "wanted": kernel["wanted"]}))
+from tfgpu_magic import Panel
+p = Panel()
+print(json.dumps({"shown": p._restart.layout.display, "text": p.restart_and_apply()}))
+magic("cpus 2")  # the value in force again: nothing to restart for
+print(json.dumps(m.live.state()["kernel"]["refused"]))
+p.close()
+""")
+    first, panel, after = (json.loads(line) for line in proc.stdout.strip().splitlines() if line[:1] in "[{")
+    assert first["refused"] == [{"setting": "cpus", "asked": "3", "message": first["refused"][0]["message"]}]
+    assert first["refused"][0]["message"].startswith("tfgpu: `%tfgpu cpus 3` is too late")
+    assert first["wanted"] == {"cpus": "3", "placement": "on"}
+    assert panel["shown"] == ""
+    assert panel["text"] == ("tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the "
+                             "kernel (Kernel > Restart Kernel), then run first: %load_ext tfgpu_magic; "
+                             "%tfgpu cpus 3; %tfgpu placement on")
+    assert after == []
+
+
+# -- in a real kernel, as the sidebar does it ------------------------------------------------------------------
+
+
+def silent_apply(client, document: dict) -> dict:
+    """The sidebar's call at kernel start: silent, not in the history, the result through user_expressions."""
+    code = f"__import__('tfgpu_magic.saved').saved.apply_json({json.dumps(json.dumps(document))})"
+    msg_id = client.execute(code, silent=True, store_history=False,
+                            user_expressions={"tfgpu": "__import__('tfgpu_magic.saved').saved.last_result()"})
+    reply = client.get_shell_msg(timeout=60)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    return reply["content"]
+
+
+@pytest.mark.kernel
+@pytest.mark.tf
+def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_trace():
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    try:
+        reply = silent_apply(client, {"version": 1, "apply_on_start": True,
+                                      "settings": {"cpus": "3", "placement": "on"}})
+        assert reply["status"] == "ok", reply
+        result = reply["user_expressions"]["tfgpu"]["data"]["application/json"]
+        assert result["ok"] is True and result["outcomes"][0]["status"] == "pending", result
+        out = []
+        first = client.execute_interactive(
+            "import tensorflow as tf\nprint([d.name for d in tf.config.list_logical_devices('CPU')])",
+            timeout=120, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream"
+            else None)
+        assert first["content"]["status"] == "ok"
+        assert first["content"]["execution_count"] == 1  # the silent call took no number and no history
+        text = "".join(out)
+        assert "'/device:CPU:2'" in text and "'/device:CPU:3'" not in text, text
+        assert "cpus 3: applied (3 logical CPUs)" in text  # the import's cell says what became of them
+        # The second apply, after the runtime started, is refused whole and says why.
+        late = silent_apply(client, {"settings": {"cpus": "2"}})
+        refused = late["user_expressions"]["tfgpu"]["data"]["application/json"]
+        assert refused["ok"] is False and "is too late" in refused["message"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+# -- the first cell, run elsewhere -------------------------------------------------------------------------------
+
+
+DEVICES = "import tensorflow as tf\nprint(json.dumps([d.name for d in tf.config.list_logical_devices()]))"
+
+
+def devices_by_first_cell(first_source: str) -> list[str]:
+    """Run the written first cell and a device listing with nbclient, as nbconvert or papermill would."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(first_source), nbformat.v4.new_code_cell("import json\n" + DEVICES)]
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    with client.setup_kernel(env=user_env(), cwd=str(ROOT)):
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+    printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout")
+    return json.loads(next(line for line in printed.splitlines() if line.startswith("[")))
+
+
+def devices_by_silent_apply(document: dict) -> list[str]:
+    """Apply as the sidebar does at kernel start, then list the devices in the first cell."""
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    try:
+        assert silent_apply(client, document)["user_expressions"]["tfgpu"]["data"]["application/json"]["ok"]
+        out = []
+        client.execute_interactive("import json\n" + DEVICES, timeout=120, output_hook=lambda m: out.append(
+            m["content"].get("text", "")) if m["msg_type"] == "stream" else None)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return json.loads(next(line for line in "".join(out).splitlines() if line.startswith("[")))
+
+
+@pytest.mark.kernel
+@pytest.mark.tf
+def test_the_written_first_cell_gives_the_devices_that_applying_gives():
+    document = {"version": 1, "apply_on_start": True, "settings": {"cpus": "3"}}
+    by_cell = devices_by_first_cell(saved.first_cell(document))
+    assert by_cell == devices_by_silent_apply(document) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
