@@ -2,22 +2,40 @@ import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { COMM_OPEN_DATA, COMM_TARGET, LOAD_EXTENSION_SOURCE } from './constants';
-import { LinkStatus, mergeMessage, Sections } from './model';
+import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, LOAD_EXTENSION_SOURCE } from './constants';
+import {
+  LinkStatus,
+  mergeMessage,
+  parseKernelRequest,
+  parseValidated,
+  SavedSettings,
+  Sections,
+  Validated
+} from './model';
 
 export type { LinkStatus };
 
 /** The statuses in which a finished cell may have loaded the extension, so the comm is opened again. */
 const RETRY_AFTER_CELL: ReadonlySet<LinkStatus> = new Set<LinkStatus>(['not-loaded', 'closed', 'loading']);
 
+/** Why a `validate` request got no answer. */
+export class LinkClosedError extends Error {}
+
 /**
  * The kernel comm of one notebook: opens `tfgpu` with a subscribe request, merges the kernel's `state`
  * and `changes` messages, and opens it again when the kernel changes, restarts, or after a cell ran while
- * the extension was not loaded. It never executes anything in the kernel except the visible cell of
+ * the extension was not loaded. While the sidebar is hidden it stays open, paused (the kernel samples
+ * nothing for it). It asks the kernel to check saved settings (`validate`) and passes on the kernel's
+ * requests (`requested`). It never executes anything in the kernel except the visible cell of
  * `loadExtension()`.
  */
 export class NotebookLink {
-  constructor(readonly panel: NotebookPanel) {
+  /** `paused`: open the comm paused (the sidebar is hidden). */
+  constructor(
+    readonly panel: NotebookPanel,
+    paused = false
+  ) {
+    this._paused = paused;
     const context = panel.sessionContext;
     context.kernelChanged.connect(this._onKernelChanged, this);
     context.statusChanged.connect(this._onStatusChanged, this);
@@ -37,8 +55,50 @@ export class NotebookLink {
     return this._changed;
   }
 
+  /** Emitted when the kernel asks the sidebar to restart it and apply these settings (its panel's button). */
+  get requested(): ISignal<this, SavedSettings> {
+    return this._requested;
+  }
+
   get status(): LinkStatus {
     return this._status;
+  }
+
+  /** Whether the kernel's comm answers, so `validate` can be asked. */
+  get canValidate(): boolean {
+    return this._comm !== null && this._status === 'connected';
+  }
+
+  /** Paused: the kernel stops sampling for this comm (the sidebar is hidden); resumed, it sends a full state. */
+  get paused(): boolean {
+    return this._paused;
+  }
+
+  set paused(paused: boolean) {
+    if (paused === this._paused) {
+      return;
+    }
+    this._paused = paused;
+    this._send(paused ? COMM_PAUSE : COMM_RESUME);
+  }
+
+  /**
+   * Ask the kernel whether these settings would be accepted (its magics' own parsing; nothing is applied).
+   * Rejects with LinkClosedError when the comm is not connected or closes before the answer.
+   */
+  validate(settings: SavedSettings): Promise<Validated> {
+    const comm = this._comm;
+    if (!comm || !this.canValidate) {
+      return Promise.reject(new LinkClosedError('the kernel comm is not connected'));
+    }
+    const id = ++this._lastId;
+    return new Promise<Validated>((resolve, reject) => {
+      this._pending.set(id, { resolve, reject });
+      if (!this._send({ request: 'validate', id, settings })) {
+        this._pending.delete(id);
+        reject(new LinkClosedError('the kernel comm is not connected'));
+      }
+    });
   }
 
   /** The kernel's sections as merged so far; null until its first message. */
@@ -65,6 +125,7 @@ export class NotebookLink {
     }
     this._closeComm();
     this._sections = null;
+    this._rejectPending();
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (!kernel || kernel.isDisposed) {
       const context = this.panel.sessionContext;
@@ -86,7 +147,22 @@ export class NotebookLink {
         return;
       }
       received = true;
-      this._sections = mergeMessage(this._sections, msg.content.data);
+      const data = msg.content.data;
+      const validated = parseValidated(data);
+      if (validated) {
+        const pending = this._pending.get(validated.id);
+        this._pending.delete(validated.id);
+        pending?.resolve(validated);
+        this._setStatus('connected');
+        return;
+      }
+      const request = parseKernelRequest(data);
+      if (request) {
+        this._setStatus('connected');
+        this._requested.emit(request.settings);
+        return;
+      }
+      this._sections = mergeMessage(this._sections, data);
       this._setStatus('connected');
     };
     comm.onClose = () => {
@@ -94,6 +170,7 @@ export class NotebookLink {
         return;
       }
       this._comm = null;
+      this._rejectPending();
       // ipykernel closes a comm to an unregistered target at once, without a message.
       this._sections = received ? this._sections : null;
       this._setStatus(received ? 'closed' : 'not-loaded');
@@ -102,6 +179,9 @@ export class NotebookLink {
     try {
       // Canceled (the future rejects) when the kernel restarts before it is handled: nothing to do then.
       comm.open(COMM_OPEN_DATA).done.catch(() => undefined);
+      if (this._paused) {
+        this._send(COMM_PAUSE);
+      }
     } catch (error) {
       console.warn('tfgpu_magic: cannot open the kernel comm', error);
       this._comm = null;
@@ -148,6 +228,7 @@ export class NotebookLink {
     }
     this._isDisposed = true;
     this._closeComm();
+    this._rejectPending();
     Signal.clearData(this);
   }
 
@@ -161,6 +242,7 @@ export class NotebookLink {
       // The kernel connection disposes its comms on a restart, without calling onClose.
       this._comm = null;
       this._sections = null;
+      this._rejectPending();
       this._setStatus(status === 'dead' ? 'dead' : 'restarting');
     } else if ((status === 'idle' || status === 'busy') && (this._status === 'restarting' || this._status === 'dead')) {
       this.open();
@@ -190,6 +272,29 @@ export class NotebookLink {
     }
   }
 
+  /** Send on the open comm; false when there is none (or the kernel is gone). */
+  private _send(data: { [key: string]: any }): boolean {
+    const comm = this._comm;
+    if (!comm || comm.isDisposed) {
+      return false;
+    }
+    try {
+      comm.send(data).done.catch(() => undefined);
+      return true;
+    } catch (error) {
+      console.warn('tfgpu_magic: cannot send on the kernel comm', error);
+      return false;
+    }
+  }
+
+  private _rejectPending(): void {
+    const pending = [...this._pending.values()];
+    this._pending.clear();
+    for (const p of pending) {
+      p.reject(new LinkClosedError('the kernel comm closed before it answered'));
+    }
+  }
+
   private _setStatus(status: LinkStatus): void {
     this._status = status;
     this._emit();
@@ -205,5 +310,9 @@ export class NotebookLink {
   private _sections: Sections | null = null;
   private _status: LinkStatus = 'connecting';
   private _isDisposed = false;
+  private _paused = false;
+  private _lastId = 0;
+  private _pending = new Map<number, { resolve(v: Validated): void; reject(e: Error): void }>();
   private _changed = new Signal<this, void>(this);
+  private _requested = new Signal<this, SavedSettings>(this);
 }

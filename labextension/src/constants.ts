@@ -16,6 +16,10 @@ export const ICON_NAME = `${PACKAGE}:gpu`;
 /** Commands. */
 export namespace CommandIDs {
   export const openSidebar = 'tfgpu:open-sidebar';
+  /** Restart the current notebook's kernel and apply its saved settings (or the refused ones) at the start. */
+  export const restartAndApply = 'tfgpu:restart-and-apply';
+  /** Insert the saved settings as `%tfgpu` lines in a first cell (for nbconvert, papermill). */
+  export const writeFirstCell = 'tfgpu:write-first-cell';
   /** JupyterLab's (and Notebook 7's) own command that opens a document by path. */
   export const openDocument = 'docmanager:open';
 }
@@ -27,6 +31,13 @@ export const API_GPUS = 'gpus';
 /** The kernel comm target that `%load_ext tfgpu_magic` registers, and what the sidebar opens it with. */
 export const COMM_TARGET = 'tfgpu';
 export const COMM_OPEN_DATA = { request: 'subscribe', version: 1 };
+
+/** The notebook metadata key that carries the saved settings (its shape: model.ts `readSaved`). */
+export const METADATA_KEY = 'tfgpu';
+
+/** Comm requests the sidebar sends besides the open: stop and start sampling while it is hidden / shown. */
+export const COMM_PAUSE = { request: 'pause' };
+export const COMM_RESUME = { request: 'resume' };
 
 /** The code cell the "Load tfgpu_magic" button inserts at the top of the notebook. */
 export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
