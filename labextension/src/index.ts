@@ -4,8 +4,11 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
+import { savedOf, StartApplier } from './apply';
 import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, TRANSLATION_DOMAIN } from './constants';
 import { gpuIcon } from './icon';
+import { firstCellSource, hasSettings } from './model';
+import { writeFirstCell } from './saved';
 import { GpuSidebar } from './widget';
 
 /**
@@ -27,9 +30,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
+    const applier = tracker ? new StartApplier(tracker, trans) : null;
     const sidebar = new GpuSidebar({
       trans,
       tracker,
+      applier,
       openNotebook: path => {
         void app.commands.execute(CommandIDs.openDocument, { path });
       }
@@ -49,6 +55,46 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     if (palette) {
       palette.addItem({ command: CommandIDs.openSidebar, category: trans.__('GPUs') });
+    }
+
+    if (tracker && applier) {
+      app.commands.addCommand(CommandIDs.restartAndApply, {
+        label: trans.__('Restart kernel and apply saved GPU settings'),
+        caption: trans.__(
+          "Restart the current notebook's kernel and apply its saved TensorFlow settings (or the ones the kernel refused as too late) before any cell"
+        ),
+        isEnabled: () => tracker.currentWidget !== null && hasSettings(sidebar.restartSettings()),
+        execute: async () => {
+          const panel = tracker.currentWidget;
+          const settings = sidebar.restartSettings();
+          if (panel && settings && hasSettings(settings)) {
+            await applier.restartAndApply(panel, settings);
+          }
+        }
+      });
+      app.commands.addCommand(CommandIDs.writeFirstCell, {
+        label: trans.__('Write saved GPU settings as first cell'),
+        caption: trans.__(
+          'Insert %load_ext tfgpu_magic and the saved %tfgpu lines at the top, for running the notebook elsewhere (nbconvert, papermill)'
+        ),
+        isEnabled: () => {
+          const panel = tracker.currentWidget;
+          const saved = panel ? savedOf(panel) : null;
+          return saved?.kind === 'ok' && hasSettings(saved.saved.settings);
+        },
+        execute: () => {
+          const panel = tracker.currentWidget;
+          const saved = panel ? savedOf(panel) : null;
+          if (panel && saved?.kind === 'ok' && hasSettings(saved.saved.settings)) {
+            writeFirstCell(panel, firstCellSource(saved.saved));
+          }
+        }
+      });
+      if (palette) {
+        for (const command of [CommandIDs.restartAndApply, CommandIDs.writeFirstCell]) {
+          palette.addItem({ command, category: trans.__('GPUs') });
+        }
+      }
     }
 
     if (settingRegistry) {

@@ -1236,9 +1236,21 @@ export function parseApplyReply(content: unknown): ApplyReply {
  * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why).
  */
 export type ApplyState =
-  | { kind: 'applying'; afterRestart: boolean }
-  | { kind: 'done'; reply: ApplyReply; afterRestart: boolean; kernelName: string }
+  | { kind: 'applying'; afterRestart: boolean; settings?: SavedSettings }
+  | { kind: 'done'; reply: ApplyReply; afterRestart: boolean; kernelName: string; settings?: SavedSettings }
   | { kind: 'skipped'; message: string };
+
+/**
+ * Whether the notebook's saved settings differ from those its kernel was given at its start (they were
+ * edited since): the sidebar then says they apply at the next start.
+ */
+export function savedChangedSince(state: ApplyState | null, saved: SavedSettings | null): boolean {
+  if (!state || state.kind === 'skipped' || !state.settings) {
+    return false;
+  }
+  const order = (settings: SavedSettings | null) => JSON.stringify(SETTING_NAMES.map(name => settings?.[name] ?? null));
+  return order(state.settings) !== order(saved);
+}
 
 /** "cpus 3 → applied (3 logical CPUs); placement on". */
 export function outcomesText(
@@ -1249,7 +1261,8 @@ export function outcomesText(
   const parts = outcomes.map(o => {
     const words = statusWords(o.status, trans).words;
     const head = trans.__('%1 %2 → %3', o.setting, o.asked, words).replace(/\s+/g, ' ');
-    return o.detail ? trans.__('%1 (%2)', head, o.detail) : head;
+    // "waiting for import" says it all: its detail ("applied when TensorFlow is imported") only repeats it.
+    return o.detail && o.status !== 'pending' ? trans.__('%1 (%2)', head, o.detail) : head;
   });
   if (placement !== null) {
     parts.push(placement === 'on' ? trans.__('placement on') : trans.__('placement off'));

@@ -10,6 +10,8 @@ import type {
   NotebookGroup,
   NotebookView,
   OtherProcessRow,
+  RefusedRow,
+  SavedSettings,
   ServerView,
   Shown
 } from './model';
@@ -302,4 +304,50 @@ export function renderNotebook(view: NotebookView, trans: TranslationBundle): Do
     out.appendChild(line(note, 'warn', 'tfgpu-note'));
   }
   return out;
+}
+
+/**
+ * The warning box shown while the kernel refused settings as too late (TensorFlow's runtime had started):
+ * each refusal in the kernel's words, and a button that restarts the kernel and applies what was wanted.
+ */
+export function renderRefused(
+  refused: { rows: RefusedRow[]; wanted: SavedSettings | null },
+  restartAndApply: (settings: SavedSettings) => void,
+  trans: TranslationBundle
+): HTMLDivElement {
+  const box = el('div', 'tfgpu-refused');
+  box.setAttribute('role', 'alert');
+  box.appendChild(
+    el(
+      'div',
+      'tfgpu-refused-title',
+      trans._n(
+        'A setting was refused: TensorFlow had already started',
+        '%1 settings were refused: TensorFlow had already started',
+        refused.rows.length
+      )
+    )
+  );
+  for (const row of refused.rows) {
+    const message = el('div', 'tfgpu-refused-message', row.message);
+    message.dataset.setting = row.setting;
+    box.appendChild(message);
+  }
+  const wanted = refused.wanted;
+  if (wanted) {
+    const restart = el(
+      'button',
+      'jp-Button jp-mod-styled jp-mod-warn tfgpu-refused-restart',
+      trans.__('Restart kernel and apply'),
+      trans.__("Save these settings in the notebook, restart the kernel and apply them before any cell (the kernel's variables are lost)")
+    );
+    restart.type = 'button';
+    restart.addEventListener('click', () => restartAndApply(wanted));
+    box.appendChild(restart);
+  } else {
+    box.appendChild(
+      line(trans.__('Restart the kernel and run the settings before TensorFlow starts.'), 'muted', 'tfgpu-note')
+    );
+  }
+  return box;
 }

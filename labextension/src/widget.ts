@@ -5,17 +5,30 @@ import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import type { StartApplier } from './apply';
+import { savedOf } from './apply';
 import { NotebookLink } from './comm';
 import { API_GPUS, DEFAULT_REFRESH_S, MAX_BACKOFF_MS, MAX_REFRESH_S, MIN_REFRESH_S, SIDEBAR_ID } from './constants';
 import { gpuIcon } from './icon';
-import { FrontNotebook, linkMessage, notebookView, serverProblem, serverView } from './model';
-import { el, line, renderNotebook, renderServer } from './render';
+import {
+  FrontNotebook,
+  linkMessage,
+  notebookView,
+  refusedView,
+  SavedSettings,
+  serverProblem,
+  serverView
+} from './model';
+import { el, line, renderNotebook, renderRefused, renderServer } from './render';
 import { requestAPI } from './request';
+import { SavedSection } from './saved';
 
 export interface IGpuSidebarOptions {
   trans: TranslationBundle;
   /** The notebooks; without it the "This notebook" section is left out. */
   tracker: INotebookTracker | null;
+  /** Applies the notebooks' saved settings at kernel start; the "Saved settings" section shows its state. */
+  applier?: StartApplier | null;
   /** Opens a notebook by its server path (the `docmanager:open` command). */
   openNotebook(path: string): void;
   refreshInterval?: number;
@@ -37,6 +50,7 @@ export class GpuSidebar extends Widget {
     super();
     this._trans = options.trans;
     this._tracker = options.tracker;
+    this._applier = options.applier ?? null;
     this._openNotebook = options.openNotebook;
     const trans = this._trans;
 
@@ -57,16 +71,25 @@ export class GpuSidebar extends Widget {
 
     this._notebookTitle = el('span', 'tfgpu-section-path');
     this._notebookStatus = el('div', 'tfgpu-status');
+    this._refused = el('div', 'tfgpu-refused-slot');
     this._notebookBody = el('div', 'tfgpu-body');
+    this._saved = null;
     if (this._tracker) {
       const section = el('section', 'tfgpu-section tfgpu-this-notebook');
       const title = el('h2', 'tfgpu-section-title', trans.__('This notebook'));
       title.appendChild(this._notebookTitle);
       section.appendChild(title);
       section.appendChild(this._notebookStatus);
+      section.appendChild(this._refused);
       section.appendChild(this._notebookBody);
       this.node.appendChild(section);
+      this._saved = new SavedSection(trans, this._applier);
+      this.node.appendChild(this._saved.node);
       this._tracker.currentChanged.connect(this._followFront, this);
+      this._applier?.changed.connect(this._onApplied, this);
+      // The link follows the front notebook even while the sidebar is hidden (paused, the kernel samples
+      // nothing for it): its refusals and the kernel's requests still reach the commands.
+      this._followFront();
     }
 
     this._renderServer();
@@ -98,7 +121,7 @@ export class GpuSidebar extends Widget {
     return this._poll.frequency.interval / 1000;
   }
 
-  /** The front notebook's kernel link (null without a notebook, or while the sidebar is hidden). */
+  /** The front notebook's kernel link (null without a notebook); paused while the sidebar is hidden. */
   get link(): NotebookLink | null {
     return this._link;
   }
@@ -108,7 +131,9 @@ export class GpuSidebar extends Widget {
       return;
     }
     this._poll.dispose();
+    this._applier?.changed.disconnect(this._onApplied, this);
     this._setLink(null);
+    this._saved?.dispose();
     super.dispose();
   }
 
@@ -120,8 +145,28 @@ export class GpuSidebar extends Widget {
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
-    // A hidden sidebar asks nothing of the kernel: the comm is opened again when it shows.
-    this._setLink(null);
+    // A hidden sidebar asks the kernel to sample nothing for it; the comm stays open.
+    if (this._link) {
+      this._link.paused = true;
+    }
+  }
+
+  /**
+   * The settings "Restart kernel and apply" would use for the front notebook: the kernel's `wanted` when it
+   * refused something as too late, else the notebook's saved settings (null: neither).
+   */
+  restartSettings(): SavedSettings | null {
+    const panel = this._tracker?.currentWidget ?? null;
+    if (!panel) {
+      return null;
+    }
+    const link = this._link && this._link.panel === panel ? this._link : null;
+    const refused = refusedView(link?.sections?.kernel, this._trans);
+    if (refused.rows.length && refused.wanted) {
+      return refused.wanted;
+    }
+    const saved = savedOf(panel, this._trans);
+    return saved.kind === 'ok' ? saved.saved.settings : null;
   }
 
   private async _fetch(): Promise<void> {
@@ -167,7 +212,9 @@ export class GpuSidebar extends Widget {
     const panel = this._tracker.currentWidget;
     const status = link ? link.status : null;
     const view = link ? notebookView(link.sections, trans) : null;
-    const key = JSON.stringify([panel ? panel.context.path : null, status, view]);
+    const refused = refusedView(link?.sections?.kernel, trans);
+    this._saved?.update(panel, link && link.panel === panel ? link : null);
+    const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused]);
     if (key === this._notebookKey) {
       return;
     }
@@ -193,15 +240,44 @@ export class GpuSidebar extends Widget {
       }
     }
     this._notebookStatus.replaceChildren(...statusNodes);
+    this._refused.replaceChildren(
+      ...(refused.rows.length && panel
+        ? [renderRefused(refused, settings => this._restartAndApply(panel, settings), trans)]
+        : [])
+    );
     this._notebookBody.replaceChildren(view ? renderNotebook(view, trans) : document.createDocumentFragment());
   }
 
-  /** Follow the notebook in front: one comm at a time, and only while the sidebar shows. */
+  private _restartAndApply(panel: NotebookPanel, settings: SavedSettings): void {
+    if (!this._applier) {
+      return;
+    }
+    this._applier.restartAndApply(panel, settings).catch(error => {
+      console.error('tfgpu_magic: restarting the kernel to apply the settings failed', error);
+    });
+  }
+
+  private _onApplied(_: StartApplier, panel: NotebookPanel): void {
+    const link = this._link;
+    if (!link || link.panel !== panel) {
+      return;
+    }
+    // The apply loads the extension: a comm the kernel closed before (not loaded yet) can open now.
+    const state = this._applier?.state(panel);
+    if (state?.kind === 'done' && (link.status === 'not-loaded' || link.status === 'closed')) {
+      link.open();
+    }
+    this._saved?.update(panel, link);
+  }
+
+  /** Follow the notebook in front: one comm at a time, paused while the sidebar is hidden. */
   private _followFront(): void {
     const panel: NotebookPanel | null = this._tracker?.currentWidget ?? null;
-    const wanted = this.isVisible ? panel : null;
-    if (this._link?.panel !== wanted || this._link?.isDisposed) {
-      this._setLink(wanted ? new NotebookLink(wanted) : null);
+    if (this._link?.panel !== panel || this._link?.isDisposed) {
+      const link = panel ? new NotebookLink(panel, !this.isVisible) : null;
+      this._setLink(link);
+    } else if (this._link) {
+      this._link.paused = !this.isVisible;
     }
     this._renderNotebook();
     this._renderServer();
@@ -214,6 +290,14 @@ export class GpuSidebar extends Widget {
     this._link = link;
     if (link) {
       link.changed.connect(this._onLinkChanged, this);
+      link.requested.connect(this._onKernelRequest, this);
+    }
+  }
+
+  /** The kernel's panel asked to restart and apply these settings: the same as our button, dialog included. */
+  private _onKernelRequest(link: NotebookLink, settings: SavedSettings): void {
+    if (link === this._link && !link.panel.isDisposed) {
+      this._restartAndApply(link.panel, settings);
     }
   }
 
@@ -227,6 +311,9 @@ export class GpuSidebar extends Widget {
 
   private _trans: TranslationBundle;
   private _tracker: INotebookTracker | null;
+  private _applier: StartApplier | null;
+  private _saved: SavedSection | null;
+  private _refused: HTMLDivElement;
   private _openNotebook: (path: string) => void;
   private _poll: Poll;
   private _data: unknown = undefined;

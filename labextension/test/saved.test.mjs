@@ -17,6 +17,7 @@ import {
   parseValidated,
   readSaved,
   refusedView,
+  savedChangedSince,
   savedDocument,
   savedRows,
   SETTING_NAMES,
@@ -209,7 +210,7 @@ test('an ok reply gives the kernel result', () => {
       message: null,
       outcomes: [
         { setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs', calls: [] },
-        { setting: 'growth', asked: 'on', status: 'pending', detail: '' }
+        { setting: 'growth', asked: 'on', status: 'pending', detail: 'applied when TensorFlow is imported' }
       ],
       placement: 'on'
     })
@@ -220,7 +221,7 @@ test('an ok reply gives the kernel result', () => {
     message: null,
     outcomes: [
       { setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs' },
-      { setting: 'growth', asked: 'on', status: 'pending', detail: '' }
+      { setting: 'growth', asked: 'on', status: 'pending', detail: 'applied when TensorFlow is imported' }
     ],
     placement: 'on'
   });
@@ -313,6 +314,16 @@ test('apply states: none, applying, skipped', () => {
     'Saved settings not applied at kernel start: saved by a newer tfgpu_magic (version 2); this one reads version 1');
   assert.equal(outcomesText([], null), '');
   assert.equal(outcomesText([], 'off'), 'placement off');
+});
+
+test('saved settings edited since the kernel started', () => {
+  const given = { cpus: '3', placement: 'on' };
+  const state = { kind: 'done', reply: { kind: 'interrupted' }, afterRestart: false, kernelName: '', settings: given };
+  assert.equal(savedChangedSince(state, { placement: 'on', cpus: '3' }), false); // the same, in another key order
+  assert.equal(savedChangedSince(state, { cpus: '2', placement: 'on' }), true);
+  assert.equal(savedChangedSince(state, null), true); // removed since
+  assert.equal(savedChangedSince(null, given), false); // nothing was applied: nothing to compare
+  assert.equal(savedChangedSince({ kind: 'skipped', message: 'x' }, given), false);
 });
 
 // -- refusals and the comm's answers ---------------------------------------------------------------------

@@ -1,0 +1,260 @@
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { METADATA_KEY } from './constants';
+import {
+  APPLY_USER_EXPRESSION,
+  applyCode,
+  ApplyState,
+  parseApplyReply,
+  readSaved,
+  SavedDocument,
+  SavedRead,
+  SavedSettings,
+  savedDocument
+} from './model';
+
+/** What the applier keeps per notebook. */
+interface IRecord {
+  state: ApplyState | null;
+  /** The execute request in flight (sent at the last kernel start), and its kernel. */
+  future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg> | null;
+  kernel: Kernel.IKernelConnection | null;
+  /** Counts the applies sent: an answer to an older one is not shown. */
+  generation: number;
+  /** A send is scheduled for the end of the current task (see `_schedule`). */
+  scheduled: boolean;
+  /** The next start comes from our "Restart kernel and apply". */
+  restartRequested: boolean;
+}
+
+/** The notebook's saved settings, read from its model (kind `none` without a model). */
+export function savedOf(panel: NotebookPanel, trans?: TranslationBundle): SavedRead {
+  const model = panel.model;
+  return model ? readSaved(model.getMetadata(METADATA_KEY), trans) : { kind: 'none' };
+}
+
+/** Write the saved settings into the notebook's metadata (JupyterLab then saves them with the notebook). */
+export function writeSaved(panel: NotebookPanel, document: SavedDocument | null): void {
+  const model = panel.model;
+  if (!model) {
+    return;
+  }
+  if (document === null) {
+    model.deleteMetadata(METADATA_KEY);
+  } else {
+    // A copy: the model keeps what it is given, and the caller's object may change later.
+    model.setMetadata(METADATA_KEY, JSON.parse(JSON.stringify(document)));
+  }
+}
+
+/**
+ * Applies the saved settings of every open notebook at each start of its kernel: the first one when the
+ * notebook opens, a change of kernel, a restart (ours, JupyterLab's, or the server's automatic one).
+ *
+ * The code goes out silently, before anything else: the kernel connection queues what is sent while the
+ * kernel (re)starts and sends it in order once the kernel answers, so the apply runs before any cell the
+ * user (or "Restart Kernel and Run All Cells") sends afterwards. A notebook without `metadata.tfgpu`, or
+ * with `apply_on_start` off, is never sent anything.
+ */
+export class StartApplier {
+  constructor(
+    private readonly _tracker: INotebookTracker,
+    private readonly _trans: TranslationBundle
+  ) {
+    _tracker.forEach(panel => this._watch(panel));
+    _tracker.widgetAdded.connect((_, panel) => this._watch(panel), this);
+  }
+
+  /** Emitted with the notebook whose apply state changed (and after an apply's answer, so a comm may open). */
+  get changed(): ISignal<this, NotebookPanel> {
+    return this._changed;
+  }
+
+  /** The last apply of this notebook's saved settings (null: none was sent, or none is saved). */
+  state(panel: NotebookPanel): ApplyState | null {
+    return this._records.get(panel)?.state ?? null;
+  }
+
+  /**
+   * Save these settings with apply_on_start on, after the user confirms the restart, restart the kernel, and
+   * let the start apply them. Resolves false when the user cancels (nothing is saved then).
+   */
+  async restartAndApply(panel: NotebookPanel, settings: SavedSettings): Promise<boolean> {
+    const trans = this._trans;
+    const answer = await showDialog({
+      title: trans.__('Restart kernel and apply'),
+      body: trans.__("Restart the kernel and apply the saved settings? The kernel's variables are lost."),
+      buttons: [Dialog.cancelButton({ label: trans.__('Cancel') }), Dialog.warnButton({ label: trans.__('Restart and apply') })]
+    });
+    if (!answer.button.accept || panel.isDisposed) {
+      return false;
+    }
+    writeSaved(panel, savedDocument(settings, true));
+    const record = this._record(panel);
+    const kernel = panel.sessionContext.session?.kernel ?? null;
+    if (!kernel) {
+      record.state = { kind: 'skipped', message: trans.__('this notebook has no kernel: start one, and the settings apply at its start') };
+      this._changed.emit(panel);
+      return true;
+    }
+    record.restartRequested = true;
+    // The SessionContext's restart (not its dialog: ours asked already) keeps JupyterLab's own view of the
+    // kernel right; the 'restarting' status it emits schedules the apply (see _onStatusChanged).
+    await panel.sessionContext.restartKernel();
+    return true;
+  }
+
+  dispose(): void {
+    Signal.clearData(this);
+  }
+
+  private _watch(panel: NotebookPanel): void {
+    if (this._records.has(panel)) {
+      return;
+    }
+    this._records.set(panel, {
+      state: null,
+      future: null,
+      kernel: null,
+      generation: 0,
+      scheduled: false,
+      restartRequested: false
+    });
+    const context = panel.sessionContext;
+    context.kernelChanged.connect(this._onKernelChanged, this);
+    context.statusChanged.connect(this._onStatusChanged, this);
+    panel.disposed.connect(() => {
+      context.kernelChanged.disconnect(this._onKernelChanged, this);
+      context.statusChanged.disconnect(this._onStatusChanged, this);
+      this._records.delete(panel);
+    });
+    // The tracker may learn of a notebook after its kernel started.
+    if (context.session?.kernel) {
+      this._schedule(panel);
+    }
+  }
+
+  private _panelOf(sessionContext: unknown): NotebookPanel | null {
+    return this._tracker.find(panel => panel.sessionContext === sessionContext) ?? null;
+  }
+
+  private _onKernelChanged(sender: unknown, args: Session.ISessionConnection.IKernelChangedArgs): void {
+    // A restart through the SessionContext also emits kernelChanged, with the same kernel: its 'restarting'
+    // status has scheduled the apply already.
+    if (!args.newValue || args.newValue === args.oldValue) {
+      return;
+    }
+    const panel = this._panelOf(sender);
+    if (panel) {
+      this._schedule(panel);
+    }
+  }
+
+  private _onStatusChanged(sender: unknown, status: Kernel.Status): void {
+    if (status === 'restarting' || status === 'autorestarting') {
+      const panel = this._panelOf(sender);
+      if (panel) {
+        this._schedule(panel);
+      }
+    }
+  }
+
+  /**
+   * Send the apply at the end of the current task, in a microtask. A restart emits 'restarting' before it
+   * clears the kernel connection's queue and marks it restarting, in the same task: sent at once, the request
+   * would reach the old kernel, or be dropped with the queue. One microtask later it lands in the queue that
+   * is sent to the new kernel first, still before anything the user can send (a click is a later task).
+   */
+  private _schedule(panel: NotebookPanel): void {
+    const record = this._records.get(panel);
+    if (!record || record.scheduled) {
+      return;
+    }
+    record.scheduled = true;
+    void Promise.resolve().then(() => {
+      record.scheduled = false;
+      this._send(panel, record);
+    });
+  }
+
+  private _send(panel: NotebookPanel, record: IRecord): void {
+    if (panel.isDisposed || !this._records.has(panel)) {
+      return;
+    }
+    const kernel = panel.sessionContext.session?.kernel ?? null;
+    if (!kernel || kernel.isDisposed || kernel.status === 'dead') {
+      return;
+    }
+    // Already queued for this start (a restart emits 'restarting' more than once): one apply is enough.
+    if (record.future && !record.future.isDisposed && record.kernel === kernel) {
+      return;
+    }
+    const afterRestart = record.restartRequested;
+    record.restartRequested = false;
+    const saved = savedOf(panel, this._trans);
+    if (saved.kind === 'none' || (saved.kind === 'ok' && !saved.saved.apply_on_start)) {
+      // Never anything sent for such a notebook; an old state no longer says anything true.
+      this._setState(panel, record, null);
+      return;
+    }
+    if (saved.kind !== 'ok') {
+      // apply_on_start cannot be read from a document we do not understand: say so, send nothing.
+      this._setState(panel, record, { kind: 'skipped', message: saved.message });
+      return;
+    }
+    let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
+    try {
+      future = kernel.requestExecute(
+        {
+          code: applyCode(saved.saved),
+          silent: true,
+          store_history: false,
+          stop_on_error: false,
+          allow_stdin: false,
+          user_expressions: { tfgpu: APPLY_USER_EXPRESSION }
+        },
+        true
+      );
+    } catch (error) {
+      console.warn('tfgpu_magic: cannot send the saved settings to the kernel', error);
+      this._setState(panel, record, { kind: 'done', reply: { kind: 'interrupted' }, afterRestart, kernelName: '' });
+      return;
+    }
+    const generation = ++record.generation;
+    record.future = future;
+    record.kernel = kernel;
+    const kernelName = panel.sessionContext.kernelDisplayName;
+    const settings = saved.saved.settings;
+    this._setState(panel, record, { kind: 'applying', afterRestart, settings });
+    future.done
+      .then(
+        reply => parseApplyReply(reply?.content),
+        () => parseApplyReply(null) // canceled: the kernel restarted or died before it answered
+      )
+      .then(reply => {
+        if (record.generation !== generation || !this._records.has(panel)) {
+          return; // a newer start's apply speaks for this notebook now
+        }
+        record.future = null;
+        this._setState(panel, record, { kind: 'done', reply, afterRestart, kernelName, settings });
+      })
+      .catch(error => console.error('tfgpu_magic: reading the apply reply failed', error));
+  }
+
+  private _setState(panel: NotebookPanel, record: IRecord, state: ApplyState | null): void {
+    record.state = state;
+    this._changed.emit(panel);
+  }
+
+  private _record(panel: NotebookPanel): IRecord {
+    this._watch(panel);
+    return this._records.get(panel)!;
+  }
+
+  private _records = new Map<NotebookPanel, IRecord>();
+  private _changed = new Signal<this, NotebookPanel>(this);
+}

@@ -1,0 +1,456 @@
+/**
+ * The "Saved settings" section of the sidebar, for the notebook in front: what its metadata carries, whether
+ * it applies at each kernel start, how the last start went, and an editor that checks values against the
+ * kernel before it saves them. The inputs are built once and keep what the user types across re-renders.
+ */
+import type { NotebookPanel } from '@jupyterlab/notebook';
+import type { TranslationBundle } from '@jupyterlab/translation';
+
+import { savedOf, StartApplier, writeSaved } from './apply';
+import { LinkClosedError, NotebookLink } from './comm';
+import { METADATA_KEY } from './constants';
+import {
+  applyStatusView,
+  editorText,
+  firstCellSource,
+  hasSettings,
+  isFirstCellSource,
+  Level,
+  savedChangedSince,
+  SavedRead,
+  SavedSettings,
+  savedDocument,
+  savedRows,
+  SETTING_NAMES,
+  SETTING_PLACEHOLDERS,
+  SettingName,
+  settingsFromEditor
+} from './model';
+import { el, line } from './render';
+
+/** A button styled as JupyterLab's, with its accessible name equal to its text. */
+function button(text: string, className: string, title: string): HTMLButtonElement {
+  const node = el('button', `jp-Button jp-mod-styled ${className}`, text, title);
+  node.type = 'button';
+  return node;
+}
+
+/** Insert the saved settings as the notebook's first cell, or rewrite the top cell if it is one written before. */
+export function writeFirstCell(panel: NotebookPanel, source: string): void {
+  const model = panel.model;
+  if (!model) {
+    return;
+  }
+  const shared = model.sharedModel;
+  const first = shared.cells[0];
+  if (first && first.cell_type === 'code' && isFirstCellSource(first.getSource())) {
+    first.setSource(source);
+  } else {
+    shared.insertCell(0, { cell_type: 'code', source, metadata: {} });
+  }
+  panel.content.activeCellIndex = 0;
+}
+
+export class SavedSection {
+  constructor(
+    private readonly _trans: TranslationBundle,
+    private readonly _applier: StartApplier | null
+  ) {
+    const trans = _trans;
+    this.node = el('section', 'tfgpu-section tfgpu-saved');
+    this.node.setAttribute('aria-label', trans.__('Saved settings'));
+    this.node.appendChild(el('h2', 'tfgpu-section-title', trans.__('Saved settings')));
+    const body = el('div', 'tfgpu-body');
+    this.node.appendChild(body);
+
+    this._applyStatus = el('div', 'tfgpu-apply-box');
+    this._summary = el('div', 'tfgpu-saved-summary');
+    body.appendChild(this._applyStatus);
+    body.appendChild(this._summary);
+
+    const applyLabel = el('label', 'tfgpu-apply-on-start');
+    this._applyOnStart = el('input');
+    this._applyOnStart.type = 'checkbox';
+    this._applyOnStart.addEventListener('change', () => this._setApplyOnStart(this._applyOnStart.checked));
+    applyLabel.appendChild(this._applyOnStart);
+    applyLabel.appendChild(document.createTextNode(` ${trans.__('Apply on kernel start')}`));
+    applyLabel.title = trans.__('Apply the saved settings silently at every start of this notebook’s kernel, before any cell');
+    body.appendChild(applyLabel);
+
+    const editor = el('form', 'tfgpu-editor');
+    editor.setAttribute('aria-label', trans.__('Edit saved settings'));
+    editor.addEventListener('submit', event => {
+      event.preventDefault();
+      void this._checkAndSave();
+    });
+    for (const name of SETTING_NAMES) {
+      const field = el('div', 'tfgpu-field');
+      field.dataset.setting = name;
+      const id = `tfgpu-saved-${name}-${SavedSection._count}`;
+      const label = el('label', 'tfgpu-field-label', name);
+      label.htmlFor = id;
+      const input = el('input', 'jp-mod-styled tfgpu-input');
+      input.id = id;
+      input.type = 'text';
+      input.spellcheck = false;
+      input.autocomplete = 'off';
+      input.dataset.setting = name;
+      input.placeholder = SETTING_PLACEHOLDERS[name];
+      input.title =
+        name === 'limit' || name === 'virtual'
+          ? trans.__('The text after %%tfgpu %1; one per GPU separated by ";", e.g. "2GB --gpu 0; 4GB --gpu 1"', name)
+          : trans.__('The text after %%tfgpu %1', name);
+      input.addEventListener('input', () => {
+        this._dirty = true;
+        this._fieldError(name, '');
+      });
+      const error = el('div', 'tfgpu-field-error');
+      error.id = `${id}-error`;
+      error.setAttribute('aria-live', 'polite');
+      input.setAttribute('aria-describedby', error.id);
+      field.appendChild(label);
+      field.appendChild(input);
+      field.appendChild(error);
+      editor.appendChild(field);
+      this._inputs.set(name, input);
+      this._errors.set(name, error);
+    }
+    SavedSection._count += 1;
+    this._editorNote = el('div', 'tfgpu-line tfgpu-muted tfgpu-editor-note');
+    this._editorStatus = el('div', 'tfgpu-editor-status');
+    this._editorStatus.setAttribute('aria-live', 'polite');
+    editor.appendChild(this._editorNote);
+    editor.appendChild(this._editorStatus);
+
+    const buttons = el('div', 'tfgpu-buttons');
+    this._checkSave = button(
+      trans.__('Check & save'),
+      'jp-mod-accept tfgpu-check-save',
+      trans.__("Check the values with this kernel's tfgpu_magic, then save them in the notebook's metadata")
+    );
+    this._checkSave.type = 'submit';
+    this._restart = button(
+      trans.__('Restart kernel and apply'),
+      'jp-mod-warn tfgpu-restart-apply',
+      trans.__('Save these settings, restart the kernel and apply them before any cell')
+    );
+    this._restart.addEventListener('click', () => void this._restartAndApply());
+    this._firstCell = button(
+      trans.__('Write as first cell'),
+      'tfgpu-write-cell',
+      trans.__('Insert the saved settings as %load_ext and %tfgpu lines in a first cell, for running the notebook elsewhere (nbconvert, papermill)')
+    );
+    this._firstCell.addEventListener('click', () => this._writeFirstCell());
+    buttons.appendChild(this._checkSave);
+    buttons.appendChild(this._restart);
+    buttons.appendChild(this._firstCell);
+    editor.appendChild(buttons);
+    body.appendChild(editor);
+
+    this.update(null, null);
+  }
+
+  readonly node: HTMLElement;
+
+  /** Follow the notebook in front (and its kernel link), and show what it saved. */
+  update(panel: NotebookPanel | null, link: NotebookLink | null): void {
+    if (panel !== this._panel) {
+      this._panel?.model?.metadataChanged.disconnect(this._onMetadata, this);
+      this._panel = panel;
+      panel?.model?.metadataChanged.connect(this._onMetadata, this);
+      this._dirty = false;
+      this._message(null);
+      this._fill();
+    }
+    this._link = link;
+    this._render();
+  }
+
+  dispose(): void {
+    this._panel?.model?.metadataChanged.disconnect(this._onMetadata, this);
+    this._panel = null;
+    this._link = null;
+  }
+
+  private _onMetadata(_: unknown, change: { key: string }): void {
+    if (change.key !== METADATA_KEY) {
+      return;
+    }
+    if (!this._dirty) {
+      this._fill();
+    }
+    this._render();
+  }
+
+  private _saved(): SavedRead {
+    return this._panel ? savedOf(this._panel, this._trans) : { kind: 'none' };
+  }
+
+  /** Put the saved values in the inputs. */
+  private _fill(): void {
+    const saved = this._saved();
+    const settings: SavedSettings = saved.kind === 'ok' ? saved.saved.settings : {};
+    for (const [name, input] of this._inputs) {
+      input.value = editorText(settings[name]);
+      this._fieldError(name, '');
+    }
+  }
+
+  private _editorSettings(): SavedSettings {
+    const texts: { [name: string]: string } = {};
+    for (const [name, input] of this._inputs) {
+      texts[name] = input.value;
+    }
+    return settingsFromEditor(texts);
+  }
+
+  private _render(): void {
+    const trans = this._trans;
+    const panel = this._panel;
+    const saved = this._saved();
+    this.node.hidden = panel === null;
+
+    // How the last kernel start went.
+    const state = panel && this._applier ? this._applier.state(panel) : null;
+    const status = applyStatusView(state, trans);
+    const statusNodes: HTMLElement[] = [];
+    if (status) {
+      const node = line(status.text, status.level, 'tfgpu-apply-status');
+      node.setAttribute('role', 'status');
+      statusNodes.push(node);
+      if (status.retry) {
+        const retry = button(
+          trans.__('Try again'),
+          'jp-mod-accept tfgpu-retry',
+          trans.__('Restart the kernel and apply the saved settings again')
+        );
+        retry.addEventListener('click', () => {
+          const current = this._saved();
+          if (this._panel && this._applier && current.kind === 'ok') {
+            void this._applier.restartAndApply(this._panel, current.saved.settings);
+          }
+        });
+        retry.disabled = saved.kind !== 'ok' || !this._applier;
+        statusNodes.push(retry);
+      }
+      if (savedChangedSince(state, saved.kind === 'ok' ? saved.saved.settings : null)) {
+        statusNodes.push(
+          line(
+            trans.__('The saved settings changed since this kernel started: they apply at its next start.'),
+            'muted',
+            'tfgpu-apply-changed'
+          )
+        );
+      }
+    }
+    this._applyStatus.replaceChildren(...statusNodes);
+
+    // What the metadata carries.
+    const summary: HTMLElement[] = [];
+    if (saved.kind === 'none') {
+      summary.push(line(trans.__('none saved'), 'muted', 'tfgpu-saved-none'));
+    } else if (saved.kind === 'newer' || saved.kind === 'invalid') {
+      summary.push(line(trans.__('The saved settings cannot be used: %1', saved.message), 'error', 'tfgpu-saved-problem'));
+    } else if (!hasSettings(saved.saved.settings)) {
+      summary.push(line(trans.__('none saved'), 'muted', 'tfgpu-saved-none'));
+    } else {
+      const list = el('ul', 'tfgpu-list tfgpu-saved-list');
+      list.setAttribute('aria-label', trans.__('Saved settings'));
+      for (const row of savedRows(saved.saved.settings)) {
+        const item = el('li', 'tfgpu-item tfgpu-saved-item');
+        item.dataset.setting = row.name;
+        item.appendChild(el('span', 'tfgpu-item-label', row.name));
+        item.appendChild(el('span', 'tfgpu-item-figure tfgpu-saved-value', row.value, row.value));
+        list.appendChild(item);
+      }
+      summary.push(list);
+    }
+    this._summary.replaceChildren(...summary);
+
+    const usable = saved.kind === 'ok' && hasSettings(saved.saved.settings);
+    this._applyOnStart.checked = saved.kind === 'ok' && saved.saved.apply_on_start;
+    this._applyOnStart.disabled = !usable || !panel;
+
+    // The editor: checking needs the kernel's comm.
+    const canValidate = !!this._link && this._link.canValidate && this._link.panel === panel;
+    const busy = this._busy;
+    this._editorNote.textContent = canValidate
+      ? ''
+      : trans.__('Load tfgpu_magic (button above) to check settings against this kernel');
+    this._editorNote.hidden = canValidate;
+    const newer = saved.kind === 'newer';
+    this._checkSave.disabled = !panel || !canValidate || busy || newer;
+    this._restart.disabled = !panel || busy || newer || !this._applier;
+    this._firstCell.disabled = !panel || !usable;
+    for (const input of this._inputs.values()) {
+      input.disabled = !panel || busy;
+    }
+  }
+
+  private _fieldError(name: string, message: string): void {
+    const node = this._errors.get(name as SettingName);
+    const input = this._inputs.get(name as SettingName);
+    if (node) {
+      node.textContent = message;
+      node.hidden = !message;
+    }
+    if (input) {
+      input.classList.toggle('tfgpu-invalid', !!message);
+      input.setAttribute('aria-invalid', message ? 'true' : 'false');
+    }
+  }
+
+  private _message(text: string | null, level: Level | 'muted' = 'muted'): void {
+    this._editorStatus.replaceChildren(...(text ? [line(text, level, 'tfgpu-editor-message')] : []));
+  }
+
+  /**
+   * Ask the kernel to check the editor's settings. True when it accepts them (or there is nothing to check);
+   * otherwise its messages are under their fields and the result is false.
+   */
+  private async _check(settings: SavedSettings, required: boolean): Promise<boolean> {
+    const trans = this._trans;
+    for (const name of SETTING_NAMES) {
+      this._fieldError(name, '');
+    }
+    const link = this._link;
+    if (!hasSettings(settings)) {
+      return true;
+    }
+    if (!link || !link.canValidate) {
+      if (required) {
+        this._message(trans.__('Load tfgpu_magic (button above) to check settings against this kernel'), 'warn');
+      }
+      return !required;
+    }
+    this._message(trans.__('Checking with the kernel… (a busy kernel answers when its cell ends)'), 'info');
+    let answer;
+    try {
+      answer = await link.validate(settings);
+    } catch (error) {
+      const why = error instanceof LinkClosedError ? error.message : String(error);
+      this._message(trans.__('The kernel did not answer (%1); nothing saved.', why), 'error');
+      return false;
+    }
+    if (answer.ok) {
+      return true;
+    }
+    const general: string[] = [];
+    for (const [name, message] of Object.entries(answer.errors)) {
+      if (this._errors.has(name as SettingName)) {
+        this._fieldError(name, message);
+      } else {
+        general.push(message);
+      }
+    }
+    this._message(
+      general.length ? general.join('\n') : trans.__('The kernel refused these settings; nothing saved.'),
+      'error'
+    );
+    return false;
+  }
+
+  private async _checkAndSave(): Promise<void> {
+    const panel = this._panel;
+    if (!panel || this._busy) {
+      return;
+    }
+    const trans = this._trans;
+    const settings = this._editorSettings();
+    this._setBusy(true);
+    try {
+      if (!(await this._check(settings, true)) || panel !== this._panel) {
+        return;
+      }
+      if (!hasSettings(settings)) {
+        writeSaved(panel, null);
+        this._dirty = false;
+        this._fill();
+        this._message(trans.__('Saved settings removed from the notebook.'), 'ok');
+        return;
+      }
+      const current = this._saved();
+      const applyOnStart = current.kind === 'ok' && hasSettings(current.saved.settings) ? current.saved.apply_on_start : true;
+      writeSaved(panel, savedDocument(settings, applyOnStart));
+      this._dirty = false;
+      this._fill();
+      this._message(
+        applyOnStart
+          ? trans.__('Saved in the notebook. They apply at each kernel start (Restart kernel and apply: now).')
+          : trans.__('Saved in the notebook (not applied at kernel start: the box above is off).'),
+        'ok'
+      );
+    } finally {
+      this._setBusy(false);
+    }
+  }
+
+  private async _restartAndApply(): Promise<void> {
+    const panel = this._panel;
+    if (!panel || this._busy || !this._applier) {
+      return;
+    }
+    const settings = this._editorSettings();
+    if (!hasSettings(settings)) {
+      this._message(this._trans.__('Nothing to apply: fill in at least one setting.'), 'warn');
+      return;
+    }
+    this._setBusy(true);
+    let restarted = false;
+    try {
+      // Checked first where the kernel can: a bad value then costs no restart.
+      if (!(await this._check(settings, false)) || panel !== this._panel) {
+        return;
+      }
+      this._message(null);
+      restarted = await this._applier.restartAndApply(panel, settings);
+    } finally {
+      this._setBusy(false);
+    }
+    if (restarted && panel === this._panel) {
+      this._dirty = false;
+      this._fill();
+      this._render();
+    }
+  }
+
+  private _writeFirstCell(): void {
+    const panel = this._panel;
+    const saved = this._saved();
+    if (!panel || saved.kind !== 'ok' || !hasSettings(saved.saved.settings)) {
+      return;
+    }
+    writeFirstCell(panel, firstCellSource(saved.saved));
+    this._message(this._trans.__('The first cell now sets the saved settings up.'), 'ok');
+  }
+
+  private _setApplyOnStart(on: boolean): void {
+    const panel = this._panel;
+    const saved = this._saved();
+    if (!panel || saved.kind !== 'ok') {
+      return;
+    }
+    writeSaved(panel, { ...saved.saved, apply_on_start: on });
+  }
+
+  private _setBusy(busy: boolean): void {
+    this._busy = busy;
+    this._render();
+  }
+
+  private static _count = 0;
+  private _panel: NotebookPanel | null = null;
+  private _link: NotebookLink | null = null;
+  private _dirty = false;
+  private _busy = false;
+  private _applyStatus: HTMLDivElement;
+  private _summary: HTMLDivElement;
+  private _applyOnStart: HTMLInputElement;
+  private _inputs = new Map<SettingName, HTMLInputElement>();
+  private _errors = new Map<SettingName, HTMLDivElement>();
+  private _editorNote: HTMLDivElement;
+  private _editorStatus: HTMLDivElement;
+  private _checkSave: HTMLButtonElement;
+  private _restart: HTMLButtonElement;
+  private _firstCell: HTMLButtonElement;
+}
