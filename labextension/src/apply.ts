@@ -232,8 +232,8 @@ export class StartApplier {
     this._setState(panel, record, { kind: 'applying', afterRestart, settings });
     future.done
       .then(
-        reply => parseApplyReply(reply?.content),
-        () => parseApplyReply(null) // canceled: the kernel restarted or died before it answered
+        reply => parseApplyReply(reply?.content, this._trans),
+        () => parseApplyReply(null, this._trans) // canceled: the kernel restarted or died before it answered
       )
       .then(reply => {
         if (record.generation !== generation || !this._records.has(panel)) {

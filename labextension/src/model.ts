@@ -1168,14 +1168,14 @@ export type ApplyReply =
 
 const NOT_INSTALLED = new Set(['ModuleNotFoundError', 'ImportError']);
 
-function errorWords(content: { ename?: unknown; evalue?: unknown }): string {
+function errorWords(content: { ename?: unknown; evalue?: unknown }, trans: Trans): string {
   const ename = typeof content.ename === 'string' ? content.ename : '';
   const evalue = typeof content.evalue === 'string' ? content.evalue : '';
-  return [ename, evalue].filter(Boolean).join(': ') || 'unknown error';
+  return [ename, evalue].filter(Boolean).join(': ') || trans.__('unknown error');
 }
 
 /** Read the execute reply's content (null: no reply came, the future was canceled). */
-export function parseApplyReply(content: unknown): ApplyReply {
+export function parseApplyReply(content: unknown, trans: Trans = plainTrans): ApplyReply {
   if (!isPlainObject(content)) {
     return { kind: 'interrupted' };
   }
@@ -1188,28 +1188,28 @@ export function parseApplyReply(content: unknown): ApplyReply {
       return { kind: 'interrupted' };
     }
     if (typeof content.ename === 'string' && NOT_INSTALLED.has(content.ename)) {
-      return { kind: 'not-installed', message: errorWords(content) };
+      return { kind: 'not-installed', message: errorWords(content, trans) };
     }
-    return { kind: 'error', message: errorWords(content) };
+    return { kind: 'error', message: errorWords(content, trans) };
   }
   if (status !== 'ok') {
-    return { kind: 'error', message: `unexpected reply status ${shortJSON(status, 30)}` };
+    return { kind: 'error', message: trans.__('unexpected reply status %1', shortJSON(status, 30)) };
   }
   const expressions = isPlainObject(content.user_expressions) ? content.user_expressions : {};
   const expression = expressions.tfgpu;
   if (!isPlainObject(expression)) {
-    return { kind: 'error', message: 'the kernel returned no result' };
+    return { kind: 'error', message: trans.__('the kernel returned no result') };
   }
   if (expression.status !== 'ok') {
     if (typeof expression.ename === 'string' && NOT_INSTALLED.has(expression.ename)) {
-      return { kind: 'not-installed', message: errorWords(expression) };
+      return { kind: 'not-installed', message: errorWords(expression, trans) };
     }
-    return { kind: 'error', message: errorWords(expression) };
+    return { kind: 'error', message: errorWords(expression, trans) };
   }
   const data = isPlainObject(expression.data) ? expression.data : {};
   const result = data['application/json'];
   if (!isPlainObject(result) || typeof result.ok !== 'boolean') {
-    return { kind: 'error', message: `unexpected result ${shortJSON(data['text/plain'] ?? result)}` };
+    return { kind: 'error', message: trans.__('unexpected result %1', shortJSON(data['text/plain'] ?? result)) };
   }
   const outcomes: ApplyOutcome[] = (Array.isArray(result.outcomes) ? result.outcomes : [])
     .filter(isPlainObject)
