@@ -183,10 +183,14 @@ def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_t
         text = "".join(out)
         assert "'/device:CPU:2'" in text and "'/device:CPU:3'" not in text, text
         assert "cpus 3: applied (3 logical CPUs)" in text  # the import's cell says what became of them
-        # The second apply, after the runtime started, is refused whole and says why.
-        late = silent_apply(client, {"settings": {"cpus": "2"}})
-        refused = late["user_expressions"]["tfgpu"]["data"]["application/json"]
-        assert refused["ok"] is False and "is too late" in refused["message"]
+        # The frontend reconnecting (a page reload) sends the same document: the first result, nothing again.
+        again = silent_apply(client, {"version": 1, "apply_on_start": True,
+                                      "settings": {"cpus": "3", "placement": "on"}})
+        assert again["user_expressions"]["tfgpu"]["data"]["application/json"] == result
+        # Another document once the user has run cells is not applied: it would undo what they typed since.
+        later = silent_apply(client, {"settings": {"cpus": "2"}})
+        refused = later["user_expressions"]["tfgpu"]["data"]["application/json"]
+        assert refused["ok"] is False and "has run cells already" in refused["message"], refused
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -132,10 +132,28 @@ def last_result() -> Result:
     return _last
 
 
+_applied_text: str | None = None  # the document this process applied (a kernel applies at its start, once)
+
+
 def apply_json(text: str, shell: Any = None) -> Result:
     """Apply the ``tfgpu`` metadata given as JSON text in the running IPython (the sidebar's silent call at
-    kernel start). Never raises for a bad value: the result says what was refused, and nothing was applied."""
-    global _last
+    kernel start). Never raises for a bad value: the result says what was refused, and nothing was applied.
+
+    The frontend also calls this when it reconnects to a kernel that was already running (a page reload): the
+    same document again returns the first result; another one, once the user has run cells, is not applied
+    (it would silently undo what they typed since): it applies at the next kernel start."""
+    global _last, _applied_text
+    if text == _applied_text:
+        return _last
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    if getattr(shell, "execution_count", 1) > 1:
+        _last = Result(ok=False, outcomes=[], placement=None,
+                      message="tfgpu: this kernel has run cells already, so the saved settings were not applied now: "
+                              "they apply at its next start (Restart kernel and apply)")
+        return _last
     try:
         document = json.loads(text)
     except ValueError as err:
@@ -143,6 +161,7 @@ def apply_json(text: str, shell: Any = None) -> Result:
                        placement=None)
         return _last
     _last = apply(document, shell)
+    _applied_text = text
     return _last
 
 
