@@ -206,6 +206,52 @@ def open_new_notebook(page, timeout: float = 60_000) -> None:
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(timeout=timeout)
 
 
+PYTHON3 = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def write_notebook(path: Path, *, metadata: dict | None = None, kernelspec: dict | None = None) -> Path:
+    """A notebook with one empty code cell and a kernelspec, as a saved notebook has: opening it starts its
+    kernel without asking which. ``metadata`` is added to the notebook's metadata."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": kernelspec or PYTHON3, **(metadata or {})})
+    nb.cells = [nbformat.v4.new_code_cell("")]
+    nbformat.write(nb, path)
+    return path
+
+
+def open_notebook(page, name: str, timeout: float = 60_000) -> None:
+    """Open ``name`` from the File Browser, as a user does, and wait until its kernel is idle."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    tab = page.locator('.jp-SideBar [data-id="filebrowser"]')
+    expect(tab).to_be_visible(timeout=timeout)  # the app has laid itself out
+    item = page.locator(".jp-DirListing-item", has_text=name).first
+    try:
+        item.wait_for(state="visible", timeout=3000)  # the File Browser is open (as it is at first)
+    except PlaywrightTimeout:
+        tab.click()  # its tab toggles: clicked while open, it would close it
+    item.dblclick()
+    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name)).to_be_visible(
+        timeout=timeout)
+    expect(page.locator(f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
+        timeout=timeout)
+
+
+def close_notebook(page, name: str) -> None:
+    """Close the tab of ``name`` without saving (JupyterLab may have marked it changed); its kernel keeps running,
+    as it does in JupyterLab by default."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=name)
+    tab.locator(".lm-TabBar-tabCloseIcon").click()
+    with contextlib.suppress(PlaywrightTimeout):  # no dialog: nothing to save, closed at once
+        page.locator(".jp-Dialog button", has_text="Discard").click(timeout=3000)
+    expect(tab).to_have_count(0)
+
+
 def start_cell(page, index: int, source: str) -> None:
     """Replace the text of cell ``index`` with ``source`` and run it, without waiting for it to finish: returns
     once the kernel took it (the prompt changed, to ``[*]:`` while it runs). For checks made while a cell runs."""

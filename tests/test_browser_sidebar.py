@@ -11,7 +11,6 @@ Skipped where the browser is missing, failed instead with CI=true (labsession.re
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
@@ -19,11 +18,20 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import nbformat
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
-from labsession import CELL, NOTEBOOK, Lab, add_cell_below, keep_screenshot, require_browser, run_cell, set_theme
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from labsession import (
+    CELL,
+    Lab,
+    add_cell_below,
+    close_notebook,
+    keep_screenshot,
+    open_notebook,
+    require_browser,
+    run_cell,
+    set_theme,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
 
@@ -70,11 +78,7 @@ def sidebar_lab(fake_nvml_lib, tmp_path_factory):
     config = write_config(tmp_path_factory.mktemp("sidebar_nvml") / "fake_nvml.cfg", three_gpus())
     with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
         for name in (TRAIN, HOSTILE_NB):
-            # With a kernelspec, as a saved notebook has: opening it starts its kernel without asking which.
-            nb = nbformat.v4.new_notebook(metadata={"kernelspec": {
-                "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
-            nb.cells = [nbformat.v4.new_code_cell("")]
-            nbformat.write(nb, lab.root / name)
+            write_notebook(lab.root / name)
         yield SidebarLab(lab, config)
 
 
@@ -99,23 +103,9 @@ def open_sidebar(page):
     return sidebar
 
 
-def open_notebook(page, lab: Lab, name: str) -> None:
-    """Open ``name`` from the File Browser, as a user does, and wait for its kernel."""
-    from playwright.sync_api import expect
-
-    if not page.locator("#filebrowser").is_visible():  # its tab toggles: a second click would close it
-        page.locator('.jp-SideBar [data-id="filebrowser"]').click()
-    page.locator(".jp-DirListing-item", has_text=name).first.dblclick()
-    expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name)).to_be_visible(
-        timeout=60_000)
-    expect(page.locator(f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
-        timeout=60_000)
-
-
 def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sidebar_lab, tmp_path):
     from playwright.sync_api import expect
 
-    lab = sidebar_lab.lab
     sidebar = open_sidebar(page)
 
     # Every GPU with its name and memory figures (the fake: A100 30,000 of 40,960 MiB, H100 2,048 of 81,920).
@@ -125,15 +115,12 @@ def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sideb
     expect(sidebar).to_contain_text("2,048 / 81,920 MiB")
 
     # Two notebooks with kernels; the fake then says both kernels hold memory on GPU 1.
-    open_notebook(page, lab, HOSTILE_NB)
+    open_notebook(page, HOSTILE_NB)
     sidebar_lab.kernel_pid(HOSTILE_NB)
     # Closing its tab leaves its kernel running (JupyterLab's default), so its memory stays; and the page helpers
     # then see one notebook's cells.
-    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=HOSTILE).locator(".lm-TabBar-tabCloseIcon").click()
-    discard = page.locator(".jp-Dialog button", has_text="Discard")  # JupyterLab may have marked it changed
-    with contextlib.suppress(PlaywrightTimeout):
-        discard.click(timeout=3000)
-    open_notebook(page, lab, TRAIN)
+    close_notebook(page, HOSTILE_NB)
+    open_notebook(page, TRAIN)
     sidebar_lab.hold_memory({sidebar_lab.kernel_pid(TRAIN): 4096, sidebar_lab.kernel_pid(HOSTILE_NB): 1536})
     page.locator(SIDEBAR_TAB).click()
     expect(sidebar).to_be_visible()
@@ -154,7 +141,7 @@ def test_sidebar_shows_gpus_notebooks_and_the_front_kernels_settings(page, sideb
     expect(first.locator(".cm-content")).to_have_text("%load_ext tfgpu_magic", timeout=30_000)
     expect(first.locator(".jp-InputPrompt")).to_have_text(re.compile(r"^\[\d+\]:$"), timeout=60_000)
     expect(load).to_have_count(0, timeout=30_000)
-    expect(sidebar).to_contain_text("Settings", timeout=30_000)
+    expect(sidebar.locator(".tfgpu-tf")).to_contain_text("TensorFlow", timeout=30_000)  # the comm is connected
 
     # Settings asked in the notebook show in the sidebar, then what became of them once TensorFlow runs.
     page.locator(CELL).first.click()
