@@ -5,6 +5,8 @@ refusal makes a restart apply, and the first cell written for running the notebo
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import nbclient
 import nbformat
@@ -231,9 +233,30 @@ def devices_by_silent_apply(document: dict) -> list[str]:
     return json.loads(next(line for line in "".join(out).splitlines() if line.startswith("[")))
 
 
+def first_cell_by_the_sidebar(document: dict) -> str:
+    """What the sidebar's "Write as first cell" writes: labextension/src/model.ts's firstCellSource, compiled."""
+    node = shutil.which("node")
+    assert node and (ROOT / "lib" / "model.js").exists(), "needs Node.js and lib/ (make setup builds it)"
+    script = ("import('./lib/model.js')"
+              ".then(m => process.stdout.write(m.firstCellSource(JSON.parse(process.argv[1]))))")
+    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("document", [
+    {"version": 1, "apply_on_start": True, "settings": {"placement": "on", "cpus": "3", "visible": "all"}},
+    {"settings": {"limit": ["1GB --gpu 0", "2GB --gpu 1"], "virtual": "2x1GB --gpu 2", "growth": "off",
+                  "cpumem": "on"}},
+])
+def test_the_sidebar_writes_the_first_cell_the_kernel_would(document):
+    assert first_cell_by_the_sidebar(document) == saved.first_cell(document)
+
+
 @pytest.mark.kernel
 @pytest.mark.tf
 def test_the_written_first_cell_gives_the_devices_that_applying_gives():
     document = {"version": 1, "apply_on_start": True, "settings": {"cpus": "3"}}
-    by_cell = devices_by_first_cell(saved.first_cell(document))
+    by_cell = devices_by_first_cell(first_cell_by_the_sidebar(document))
     assert by_cell == devices_by_silent_apply(document) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
