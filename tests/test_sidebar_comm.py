@@ -30,11 +30,11 @@ class Frontend:
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
 
-    def run(self, source: str) -> str:
+    def run(self, source: str, status: str = "ok") -> str:
         out = []
         reply = self.client.execute_interactive(
             source, timeout=120, output_hook=lambda m: self._keep(m, out))
-        assert reply["content"]["status"] == "ok", (source, reply["content"], out)
+        assert reply["content"]["status"] == status, (source, reply["content"], out)
         return "".join(out)
 
     def _keep(self, msg, out):
@@ -194,3 +194,18 @@ def test_tensorflow_state_cells_and_placement_tail_reach_the_sidebar(frontend):
     records = merged["placement"]["records"]
     assert 0 < len(records) <= PLACEMENT_TAIL < merged["placement"]["total"]
     assert any(r["op_type"].endswith("MatMul") and r["short_device"] == "CPU:1" for r in records), records
+
+    # Too late now: the refusal is in the kernel section, with what a restart would apply; the panel's button
+    # asks the frontend listening on this channel to restart and apply it.
+    frontend.run("%tfgpu cpus 3", status="error")
+    frontend.message(comm_id, {"request": "state"})
+    state = [m for m in frontend.comm_messages(comm_id, lambda got: any(
+        m.get("type") == "state" and m["sections"]["kernel"]["refused"] for m in got)) if m.get("type") == "state"]
+    kernel = state[-1]["sections"]["kernel"]
+    assert [(r["setting"], r["asked"]) for r in kernel["refused"]] == [("cpus", "3")]
+    assert kernel["wanted"] == {"cpus": "3", "placement": "on"}
+    said = frontend.run("from tfgpu_magic import Panel\np = Panel()\nprint(p.restart_and_apply())\np.close()")
+    assert "asked JupyterLab to restart the kernel and apply the settings" in said
+    request = next(m for m in frontend.comm_messages(comm_id, _first("request")) if m.get("type") == "request")
+    assert request == {"type": "request", "protocol": 1, "action": "restart-and-apply",
+                       "settings": {"cpus": "3", "placement": "on"}}
