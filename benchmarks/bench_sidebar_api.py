@@ -22,7 +22,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,14 +89,6 @@ async def _load(port: int, path: str, token: str, seconds: float) -> dict:
             "errors": len(errors), "first_errors": errors[:3]}
 
 
-def _api(lab: Lab, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(f"{lab.url}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"token {lab.token}"})
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        return json.loads(answer.read() or b"null")
-
-
 def run(seconds: float, max_age: float | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-sidebar-") as tmp:
         lib = build_fake_nvml(tmp)
@@ -108,16 +99,16 @@ def run(seconds: float, max_age: float | None = None) -> dict:
         with Lab(extra_env=fake_env(lib.parent, config_path, base={}), extra_args=args) as lab:
             kernels = []
             for name in ("train.ipynb", "eval.ipynb"):
-                session = _api(lab, "POST", "/api/sessions",
+                session = lab.api("POST", "/api/sessions",
                                {"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}})
                 kernels.append(session["kernel"]["id"])
-            pids = [p["pid"] for p in _api(lab, "GET", "/tfgpu/api/gpus")["kernels"]]
+            pids = [p["pid"] for p in lab.api("GET", "/tfgpu/api/gpus")["kernels"]]
             # Two GPUs' first process is a kernel: the answer maps them to notebooks, as in real use.
             for gpu, pid in zip(config["gpus"], pids, strict=False):
                 gpu["processes"][0] = {"pid": pid, "used": 4096 * MIB}
             write_config(config_path, config)
             time.sleep(1)  # past the server's shared answer (TfgpuServer.snapshot_max_age, 0.5 s by default)
-            check = _api(lab, "GET", "/tfgpu/api/gpus")
+            check = lab.api("GET", "/tfgpu/api/gpus")
             processes = [p for g in check["gpus"] for p in g["processes"]]
             mapped = sum(1 for p in processes if p["kernel"])
             assert len(check["gpus"]) == GPUS and len(processes) == GPUS * PROCS and mapped == len(pids), check

@@ -174,6 +174,14 @@ class Lab:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
 
+    def api(self, method: str, path: str, body: dict | None = None):
+        """One authenticated request to the server's REST API (``/api/sessions``, ``/tfgpu/api/gpus`` ...): its JSON."""
+        request = urllib.request.Request(f"{self.url}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return json.loads(answer.read() or b"null")
+
     def log_tail(self, chars: int = 3000) -> str:
         """The end of the server's log (kernel tracebacks land here too), for failure messages."""
         with contextlib.suppress(OSError, TypeError):
@@ -220,8 +228,8 @@ def write_notebook(path: Path, *, metadata: dict | None = None, kernelspec: dict
     return path
 
 
-def open_notebook(page, name: str, timeout: float = 60_000) -> None:
-    """Open ``name`` from the File Browser, as a user does, and wait until its kernel is idle."""
+def open_notebook(page, name: str, timeout: float = 60_000, *, wait_idle: bool = True) -> None:
+    """Open ``name`` from the File Browser, as a user does, and (``wait_idle``) wait until its kernel is idle."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
@@ -235,8 +243,9 @@ def open_notebook(page, name: str, timeout: float = 60_000) -> None:
     item.dblclick()
     expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current", has_text=name)).to_be_visible(
         timeout=timeout)
-    expect(page.locator(f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
-        timeout=timeout)
+    if wait_idle:
+        expect(page.locator(f"{NOTEBOOK} .jp-Notebook-ExecutionIndicator[data-status='idle']")).to_be_visible(
+            timeout=timeout)
 
 
 def close_notebook(page, name: str) -> None:

@@ -34,6 +34,7 @@ SIDEBAR = "#tfgpu-sidebar"
 SIDEBAR_TAB = '.jp-SideBar [data-id="tfgpu-sidebar"]'
 COUNT_CPUS = "import tensorflow as tf\nprint('logical CPUs:', len(tf.config.list_logical_devices('CPU')))"
 NO_PACKAGE = {"name": "noext", "display_name": "No tfgpu here", "language": "python"}
+SLOW = {"name": "slowapply", "display_name": "Slow to apply", "language": "python"}
 
 
 def saved(settings: dict) -> dict:
@@ -48,6 +49,15 @@ def lab():
         write_notebook(lab.root / "saved.ipynb", metadata=saved({"cpus": "2", "placement": "on"}))
         write_notebook(lab.root / "plain.ipynb")
         write_notebook(lab.root / "bad.ipynb", metadata=saved({"cpus": "3", "limit": "2XB"}))
+        # A kernel whose apply takes seconds (the real one takes milliseconds), to interrupt it while it runs.
+        slow = lab.tmp / "data" / "kernels" / "slowapply"
+        slow.mkdir(parents=True)
+        (slow / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-c", "import time, tfgpu_magic.saved as s; apply = s.apply_json; "
+                     "s.apply_json = lambda *a, **k: (time.sleep(6), apply(*a, **k))[1]; "
+                     "from ipykernel import kernelapp; kernelapp.launch_new_instance()", "-f", "{connection_file}"],
+            "display_name": SLOW["display_name"], "language": "python"}))
+        write_notebook(lab.root / "slow.ipynb", kernelspec=SLOW, metadata=saved({"cpus": "2"}))
         # A kernel whose Python cannot import tfgpu_magic, as in an environment where it is not installed.
         spec = lab.tmp / "data" / "kernels" / "noext"
         spec.mkdir(parents=True)
@@ -181,3 +191,24 @@ def test_a_kernel_without_the_package_is_told_how_to_install_it(page, lab):
     expect(status).to_contain_text("tfgpu_magic is not installed in this kernel's environment", timeout=60_000)
     expect(status).to_contain_text("No tfgpu here")
     expect(status).to_contain_text("%pip install tfgpu_magic")
+
+
+def test_an_interrupted_apply_says_so_and_try_again_applies(page, lab):
+    from playwright.sync_api import expect
+
+    open_notebook(page, "slow.ipynb", wait_idle=False)
+    sidebar(page)
+    expect(apply_status(page)).to_contain_text("Applying the saved settings", timeout=30_000)
+    kernel = next(s for s in lab.api("GET", "/api/sessions") if s["path"] == "slow.ipynb")["kernel"]
+    for _ in range(300):  # the kernel has started; the apply, sent first, now runs (6 s in this kernel)
+        if lab.api("GET", f"/api/kernels/{kernel['id']}")["execution_state"] != "starting":
+            break
+        page.wait_for_timeout(100)
+    page.wait_for_timeout(1500)
+    expect(apply_status(page)).to_contain_text("Applying the saved settings", timeout=1)
+    lab.api("POST", f"/api/kernels/{kernel['id']}/interrupt")  # Kernel > Interrupt, while it applies
+    expect(apply_status(page)).to_contain_text("applying the saved settings was interrupted", timeout=30_000)
+    page.locator(f"{SIDEBAR} .tfgpu-retry").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Restart and apply").click()
+    expect(apply_status(page)).to_contain_text("saved settings applied", timeout=60_000)
+    expect_cpus(page, 0, 2)

@@ -11,11 +11,9 @@ Skipped where the browser is missing, failed instead with CI=true (labsession.re
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -47,18 +45,11 @@ class SidebarLab:
         self.lab = lab
         self.config_path = config_path
 
-    def api(self, method: str, path: str, body: dict | None = None):
-        request = urllib.request.Request(f"{self.lab.url}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"token {self.lab.token}"})
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.loads(answer.read() or b"null")
-
     def kernel_pid(self, notebook: str, timeout: float = 60) -> int:
         deadline = time.monotonic() + timeout
         kernels = []
         while time.monotonic() < deadline:
-            kernels = self.api("GET", "/tfgpu/api/gpus")["kernels"]
+            kernels = self.lab.api("GET", "/tfgpu/api/gpus")["kernels"]
             for kernel in kernels:
                 if kernel["pid"] and any(s["path"] == notebook for s in kernel["sessions"]):
                     return kernel["pid"]
