@@ -129,7 +129,8 @@ magic("placement on")
 cell("import tensorflow as tf; tf.constant(1)")
 r = cell("%tfgpu cpus 3")
 assert not r.success and "is too late" in str(r.error_in_exec)
-m.live.set_placement(m.placement.live_section())
+m.live.set_placement(m.placement.live_section())  # as a view does when it opens
+m.live.refresh()
 kernel = m.live.state()["kernel"]
 print(json.dumps({"refused": kernel["refused"], "wanted": kernel["wanted"]}))
 from tfgpu_magic import Panel

@@ -195,13 +195,14 @@ def test_tensorflow_state_cells_and_placement_tail_reach_the_sidebar(frontend):
     assert 0 < len(records) <= PLACEMENT_TAIL < merged["placement"]["total"]
     assert any(r["op_type"].endswith("MatMul") and r["short_device"] == "CPU:1" for r in records), records
 
-    # Too late now: the refusal is in the kernel section, with what a restart would apply; the panel's button
-    # asks the frontend listening on this channel to restart and apply it.
+    # Too late now: the refusal is in the kernel section, with what a restart would apply, sent also to a paused
+    # (hidden) sidebar; the panel's button asks the frontend listening on this channel to restart and apply it.
+    frontend.message(comm_id, {"request": "pause"})
     frontend.run("%tfgpu cpus 3", status="error")
-    frontend.message(comm_id, {"request": "state"})
-    state = [m for m in frontend.comm_messages(comm_id, lambda got: any(
-        m.get("type") == "state" and m["sections"]["kernel"]["refused"] for m in got)) if m.get("type") == "state"]
-    kernel = state[-1]["sections"]["kernel"]
+    sent = [m for m in frontend.comm_messages(comm_id, lambda got: any(
+        m.get("type") == "changes" and (m["sections"].get("kernel") or {}).get("refused") for m in got))
+        if m.get("type") == "changes" and "kernel" in m["sections"]]
+    kernel = sent[-1]["sections"]["kernel"]
     assert [(r["setting"], r["asked"]) for r in kernel["refused"]] == [("cpus", "3")]
     assert kernel["wanted"] == {"cpus": "3", "placement": "on"}
     said = frontend.run("from tfgpu_magic import Panel\np = Panel()\nprint(p.restart_and_apply())\np.close()")

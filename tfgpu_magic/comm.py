@@ -136,6 +136,17 @@ class SidebarChannel:
             comm.send({"type": "error", "protocol": PROTOCOL,
                        "message": f"tfgpu: unknown request {str(request)[:40]!r}; valid: {', '.join(REQUESTS)}"})
 
+    def refused_changed(self) -> None:
+        """A setting was refused as too late: a paused sidebar (hidden, sampling nothing) still gets the kernel
+        section, so its "Restart kernel and apply" (the command palette's too) uses what was refused."""
+        with self._lock:
+            paused = [comm for comm, token in self._open.values() if token is None]
+        if not paused:
+            return
+        kernel = self.magics.live.state().get("kernel")
+        for comm in paused:
+            comm.send({"type": "changes", "protocol": PROTOCOL, "sections": {"kernel": kernel}})
+
     def ask_restart_and_apply(self, settings: dict[str, Any]) -> int:
         """Ask every frontend on this channel to restart the kernel and apply ``settings`` (the panel's
         button); returns how many were asked (0: no frontend with the extension is listening)."""

@@ -118,6 +118,8 @@ def _configure(m, change: Change) -> Outcome:
     except RefusedError as err:
         # Remembered, so the sidebar and the panel can offer "Restart kernel and apply" with it.
         m.live.note_refused(change.setting, change.command.split(" ", 2)[2], str(err))
+        if getattr(m, "sidebar", None) is not None:
+            m.sidebar.refused_changed()
         raise UsageError(str(err)) from None
     except PlanError as err:
         raise UsageError(str(err)) from None

@@ -262,8 +262,7 @@ class LiveModel:
         """A setting refused because the runtime has started: the views offer to restart and apply it."""
         with self._lock:
             self._refused[setting] = {"setting": setting, "asked": asked, "message": message}
-        if self._subscribers:
-            self.refresh()
+        self.refresh()  # also without subscribers: a paused view is sent the kernel section (comm.py)
 
     def forget_refused(self, setting: str) -> None:
         """The setting was asked again and accepted (the value in force): nothing to restart for."""
