@@ -58,6 +58,10 @@ def test_values_are_checked_by_the_magics_own_parsers():
     assert "2XB" in errors["limit"] and "maybe" in errors["growth"]
     assert errors["placement"] == "tfgpu: saved placement is 'sometimes'; valid: on, off"
     assert saved.check({"settings": {"cpus": "4", "limit": "40% --gpu 1", "cpumem": "on"}}) == {}
+    # argparse's own complaints (extra words, an option without its value) are field errors too, not exceptions
+    argv = saved.check({"settings": {"cpus": "3 4", "limit": "2GB --gpu"}})
+    assert argv == {"cpus": "tfgpu: cpus: unrecognized arguments: 4; usage: %tfgpu cpus count",
+                    "limit": argv["limit"]} and argv["limit"].startswith("tfgpu: limit: argument --gpu"), argv
     (key, message), = saved.check({"version": 9}).items()
     assert key == "" and message.startswith("tfgpu: these settings were saved by a newer")
 

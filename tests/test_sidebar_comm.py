@@ -135,6 +135,10 @@ def test_the_channel_in_a_kernel_without_then_with_the_extension(frontend):
     checked = next(m for m in frontend.comm_messages(comm_id, _first("validated")) if m.get("type") == "validated")
     assert checked["id"] == 7 and checked["ok"] is False and set(checked["errors"]) == {"cpus", "limit"}
     assert checked["errors"]["cpus"].startswith("tfgpu: ") and "0" in checked["errors"]["cpus"]
+    frontend.message(comm_id, {"request": "validate", "id": 9, "settings": {"cpus": "3 4"}})  # argparse's complaint
+    checked = next(m for m in frontend.comm_messages(comm_id, lambda got: any(m.get("id") == 9 for m in got))
+                   if m.get("id") == 9)
+    assert checked["ok"] is False and "unrecognized arguments: 4" in checked["errors"]["cpus"]
     frontend.message(comm_id, {"request": "validate", "id": 8, "settings": {"cpus": "4", "placement": "on"}})
     checked = next(m for m in frontend.comm_messages(comm_id, lambda got: any(m.get("id") == 8 for m in got))
                if m.get("id") == 8)

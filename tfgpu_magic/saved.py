@@ -83,6 +83,8 @@ def check_placement(value: str) -> str:
 def check(document: Any) -> dict[str, str]:
     """``{setting: the magic's message}`` for each value the magics would refuse to parse; empty when all
     parse. Applies nothing and needs no TensorFlow (whether a GPU index exists is checked when applied)."""
+    from IPython.core.error import UsageError
+
     from .commands import parse_change
 
     try:
@@ -94,7 +96,7 @@ def check(document: Any) -> dict[str, str]:
         for value in values:
             try:
                 check_placement(value) if name == "placement" else parse_change(f"{name} {value}")
-            except ValueError as err:  # PlanError, UsageError (both ValueError subclasses here) and argparse's
+            except (UsageError, ValueError) as err:  # argparse's complaints (UsageError); PlanError, SavedError
                 errors.setdefault(name, str(err))
     return errors
 
