@@ -18,6 +18,8 @@ import contextlib
 import threading
 from typing import Any
 
+from .inputs import shown
+
 TARGET = "tfgpu"
 PROTOCOL = 1
 SECTIONS = ("kernel", "memory", "cells", "placement", "error")  # the live model's history and GPUs: not here
@@ -47,10 +49,6 @@ class SidebarChannel:
         self._lock = threading.Lock()
         self._open: dict[str, tuple[Any, int | None]] = {}  # comm id -> (comm, live-model token; None: paused)
         self._manager: Any = None
-
-    @property
-    def open_comms(self) -> int:
-        return len(self._open)
 
     def register(self, shell: Any) -> bool:
         """Register the target in the shell's kernel; False in a shell without one (terminal IPython)."""
@@ -134,7 +132,7 @@ class SidebarChannel:
                        "errors": errors})
         else:
             comm.send({"type": "error", "protocol": PROTOCOL,
-                       "message": f"tfgpu: unknown request {str(request)[:40]!r}; valid: {', '.join(REQUESTS)}"})
+                       "message": f"tfgpu: unknown request {shown(request)}; valid: {', '.join(REQUESTS)}"})
 
     def refused_changed(self) -> None:
         """A setting was refused as too late: a paused sidebar (hidden, sampling nothing) still gets the kernel

@@ -117,7 +117,7 @@ def _configure(m, change: Change) -> Outcome:
         outcome = m.controller.change(change)
     except RefusedError as err:
         # Remembered, so the sidebar and the panel can offer "Restart kernel and apply" with it.
-        m.live.note_refused(change.setting, change.command.split(" ", 2)[2], str(err))
+        m.live.note_refused(change.setting, change.asked, str(err))
         if getattr(m, "sidebar", None) is not None:
             m.sidebar.refused_changed()
         raise UsageError(str(err)) from None

@@ -47,6 +47,11 @@ class Change:
     gpu: int | str = ALL
     command: str = ""  # how the user would type it, for messages: "%tfgpu growth on"
 
+    @property
+    def asked(self) -> str:
+        """The command's argument text, as saved in a notebook: "2GB --gpu 1" for "%tfgpu limit 2GB --gpu 1"."""
+        return self.command.split(" ", 2)[2] if self.command.count(" ") >= 2 else ""
+
 
 class Controller:
     """Holds the plan of one Python process (one kernel) and applies it to TensorFlow."""

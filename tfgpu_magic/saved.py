@@ -22,6 +22,8 @@ import io
 import json
 from typing import Any
 
+from .inputs import short_repr, shown
+
 KEY = "tfgpu"
 VERSION = 1
 # The order they are applied in: the CUDA and CPU settings first, then per-GPU memory, then the log.
@@ -40,7 +42,7 @@ def normalise(document: Any) -> dict[str, list[str]]:
         raise SavedError(f"tfgpu: the notebook's {KEY!r} metadata is {type(document).__name__}, not an object")
     version = document.get("version", VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise SavedError(f"tfgpu: bad {KEY!r} metadata version {version!r}: expected {VERSION}")
+        raise SavedError(f"tfgpu: bad {KEY!r} metadata version {short_repr(version)}: expected {VERSION}")
     if version > VERSION:
         raise SavedError(f"tfgpu: these settings were saved by a newer tfgpu_magic (metadata version {version}); "
                          f"this one reads version {VERSION}: upgrade tfgpu_magic in this kernel's environment")
@@ -49,7 +51,7 @@ def normalise(document: Any) -> dict[str, list[str]]:
         raise SavedError(f"tfgpu: the saved settings are {type(settings).__name__}, not an object")
     unknown = [k for k in settings if k not in ORDER]
     if unknown:
-        raise SavedError(f"tfgpu: unknown saved setting {str(unknown[0])[:40]!r}; valid: {', '.join(ORDER)}")
+        raise SavedError(f"tfgpu: unknown saved setting {shown(unknown[0])}; valid: {', '.join(ORDER)}")
     out: dict[str, list[str]] = {}
     for name in ORDER:
         value = settings.get(name)
@@ -76,7 +78,7 @@ def first_cell(document: Any) -> str:
 
 def check_placement(value: str) -> str:
     if value.lower() not in ("on", "off"):
-        raise SavedError(f"tfgpu: saved placement is {value[:40]!r}; valid: on, off")
+        raise SavedError(f"tfgpu: saved placement is {shown(value)}; valid: on, off")
     return value.lower()
 
 
@@ -202,5 +204,5 @@ def apply(document: Any, shell: Any = None) -> Result:
             commands.dispatch(magics, f"placement {placement}", None)
     magics.live.refresh()
     return Result(ok=True, message=None, placement=placement,
-                  outcomes=[{**o.to_dict(), "setting": c.setting, "asked": c.command.split(" ", 2)[2]}
+                  outcomes=[{**o.to_dict(), "setting": c.setting, "asked": c.asked}
                             for c, o in zip(changes, outcomes, strict=True)])

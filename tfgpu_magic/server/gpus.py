@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..inputs import shown
+
 SCHEMA = 1
 MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
 
@@ -138,8 +140,7 @@ def parse_indices(raw: str) -> tuple[int, ...]:
     """``?index=0,2`` -> (0, 2); ValueError with a one-line reason for anything else."""
     words = [w.strip() for w in raw.split(",")]
     if not raw.strip() or any(not w.isdigit() or not w.isascii() for w in words):
-        shown = raw if len(raw) <= 40 else raw[:37] + "..."
-        raise ValueError(f"tfgpu: bad index {shown!r}: expected physical GPU indices as nvidia-smi numbers them, "
+        raise ValueError(f"tfgpu: bad index {shown(raw)}: expected physical GPU indices as nvidia-smi numbers them, "
                          "separated by commas, e.g. ?index=0,2")
     return tuple(dict.fromkeys(int(w) for w in words))
 

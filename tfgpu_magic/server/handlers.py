@@ -11,6 +11,7 @@ sidebars cost one NVML reading and one sessions query per interval.
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 import json
 import math
@@ -182,16 +183,12 @@ class GpusHandler(APIHandler):
         return parse_indices(given[0]) if given else None
 
 
-_user: list[str | None] = []
-
-
+@functools.cache
 def _server_user() -> str | None:
-    if not _user:
-        try:
-            _user.append(getpass.getuser())
-        except Exception:  # no passwd entry, no USER: compare by nothing, so others count as others
-            _user.append(None)
-    return _user[0]
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry, no USER: compare by nothing, so others count as others
+        return None
 
 
 # Every handler the extension serves: tests check each one refuses an unauthenticated request.
