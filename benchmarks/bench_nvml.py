@@ -1,4 +1,4 @@
-"""How much a warm ``tfgpu_magic.nvml.snapshot()`` costs, next to what cannot be avoided and to a subprocess.
+"""How much a warm ``tfgpu_magic.core.nvml.snapshot()`` costs, next to what cannot be avoided and to a subprocess.
 
     python benchmarks/bench_nvml.py
 
@@ -84,7 +84,7 @@ def child() -> None:
     """Runs with the fake loaded; prints one JSON object of medians."""
     import pynvml
 
-    from tfgpu_magic import nvml
+    from tfgpu_magic.core import nvml
 
     config_path = Path(os.environ["FAKE_NVML_CONFIG"])
     results: dict[str, dict[str, float]] = {}

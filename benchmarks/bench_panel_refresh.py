@@ -17,7 +17,7 @@ dummy comm's ``comm_msg`` publications are counted too, as a cross-check):
    same with the panel.
 2. Nothing changed: a second model (refresher asleep: interval 3600 s, so only explicit calls sample) and
    panel; K calls (default 200) of ``model.refresh()`` with the fake's config untouched, each timed and
-   followed by one bare ``tfgpu_magic.nvml.snapshot()``, timed too (taking turns, so a load spike hits both
+   followed by one bare ``tfgpu_magic.core.nvml.snapshot()``, timed too (taking turns, so a load spike hits both
    alike). Reports mean, p50 and p99 of each, their ratios, and the comm messages and bytes per refresh.
 3. One GPU changed: C times (default 20), the config is rewritten with one GPU's memory_used and
    utilization_gpu changed (the fake re-reads its file when inode, size or mtime differ; write_config
@@ -130,7 +130,7 @@ def _pct(cpu_s: float, wall_s: float) -> float:
 # ---- the child: everything measured runs here, with the fake loaded ----------------------------------------
 def idle(seconds: float, messages: Messages) -> dict[str, Any]:
     from tfgpu_magic import Panel
-    from tfgpu_magic.live import LiveModel
+    from tfgpu_magic.core.live import LiveModel
 
     # Baseline first: the process with no panel, the main thread asleep for as long.
     cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -186,8 +186,9 @@ def _stat_key(path: Path) -> tuple[int, int, int]:
 
 def unchanged_and_changed(calls: int, changes: int, config_path: Path, config: dict,
                           messages: Messages) -> tuple[dict, dict]:
-    from tfgpu_magic import Panel, nvml
-    from tfgpu_magic.live import MAX_INTERVAL, LiveModel
+    from tfgpu_magic import Panel
+    from tfgpu_magic.core import nvml
+    from tfgpu_magic.core.live import MAX_INTERVAL, LiveModel
 
     model = LiveModel(interval=MAX_INTERVAL)  # its refresher sleeps: only the calls below sample
     panel = Panel(model=model)
@@ -281,8 +282,8 @@ def child(args: argparse.Namespace) -> None:
     """Runs with the fake loaded; prints one JSON object."""
     import ipywidgets
 
-    from tfgpu_magic import Panel, nvml  # noqa: F401  (everything loaded before anything is timed)
-    from tfgpu_magic.state import take  # noqa: F401
+    from tfgpu_magic.core import nvml
+    from tfgpu_magic.core.snapshot import take  # noqa: F401
 
     config_path = Path(os.environ["FAKE_NVML_CONFIG"])
     config = n_gpus(GPUS, PROCS)

@@ -1,5 +1,5 @@
 """What placement capture costs: eager op throughput with TensorFlow's placement log on, captured by
-``tfgpu_magic.placement.Capture`` versus not captured, in the same fresh process; and the parser's
+``tfgpu_magic.core.placement.Capture`` versus not captured, in the same fresh process; and the parser's
 cost per line.
 
     python benchmarks/bench_placement.py [--ops N] [--rounds R]
@@ -39,7 +39,7 @@ SCENARIOS = {
 
 
 def worker(mode: str, out_path: str, ops: int, rounds: int) -> None:
-    from tfgpu_magic.placement import Capture, CellRecorder
+    from tfgpu_magic.core.placement import Capture, CellRecorder
 
     shell = None
     if mode == "ipython":
@@ -81,7 +81,7 @@ def worker(mode: str, out_path: str, ops: int, rounds: int) -> None:
 def parse_cost() -> list[tuple[str, float, float]]:
     """µs per line for distinct lines (each parsed once: the regular expressions' cost) and for a line
     seen before (the eager channel repeats its line verbatim for every execution: answered from a cache)."""
-    from tfgpu_magic.placement import parse_line
+    from tfgpu_magic.core.placement import parse_line
 
     dev = "/job:localhost/replica:0/task:0/device:CPU:0"
     forms = {

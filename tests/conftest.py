@@ -30,8 +30,8 @@ def shell():
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from tfgpu_magic.control import Controller
-    from tfgpu_magic.magics import TfgpuMagics
+    from tfgpu_magic.core.control import Controller
+    from tfgpu_magic.ipython.magics import TfgpuMagics
 
     config = Config()
     config.HistoryManager.hist_file = ":memory:"

@@ -19,7 +19,7 @@ from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, write_confi
 
 _SNAPSHOTS = """
 import json, os
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 snaps = [nvml.snapshot().to_dict() for _ in range({n})]
 print(json.dumps({{"pid": os.getpid(), "snaps": snaps}}))
 """

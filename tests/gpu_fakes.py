@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import namedtuple
 from types import SimpleNamespace
 
-from tfgpu_magic.nvml import Gpu, GpuProcess, NvmlSnapshot, Unavailable
+from tfgpu_magic.core.nvml import Gpu, GpuProcess, NvmlSnapshot, Unavailable
 
 NA = Unavailable("not_supported")
 

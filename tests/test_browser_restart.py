@@ -53,7 +53,7 @@ def lab():
         slow = lab.tmp / "data" / "kernels" / "slowapply"
         slow.mkdir(parents=True)
         (slow / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-c", "import time, tfgpu_magic.saved as s; apply = s.apply_json; "
+            "argv": [sys.executable, "-c", "import time, tfgpu_magic.ipython.apply as s; apply = s.apply_json; "
                      "s.apply_json = lambda *a, **k: (time.sleep(6), apply(*a, **k))[1]; "
                      "from ipykernel import kernelapp; kernelapp.launch_new_instance()", "-f", "{connection_file}"],
             "display_name": SLOW["display_name"], "language": "python"}))

@@ -15,8 +15,8 @@ from conftest import SHELL_PRELUDE, run_tf
 from IPython.core.completer import provisionalcompleter, rectify_completions
 from IPython.core.error import UsageError
 
-from tfgpu_magic import completion
-from tfgpu_magic.magics import SUBCOMMANDS
+from tfgpu_magic.ipython import completion
+from tfgpu_magic.ipython.syntax import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE_SUBCOMMANDS = [s for s in SUBCOMMANDS if s != "device"]
@@ -43,7 +43,8 @@ def texts(ip, code: str, offset: int | None = None) -> list[str]:
 
 def ours(ip, code: str) -> list[str]:
     with provisionalcompleter():
-        return [c.text for c in ip.Completer.completions(code, len(code)) if c._origin == "tfgpu_magic.completion"]
+        return [c.text for c in ip.Completer.completions(code, len(code))
+                if c._origin == "tfgpu_magic.completion"]
 
 
 @pytest.mark.parametrize(("code", "expected"), [
@@ -92,7 +93,7 @@ def test_completes_through_ipythons_completer(ip, code, expected):
 def test_log_words_once_the_log_subcommand_exists(ip):
     if "log" not in SUBCOMMANDS:
         pytest.skip("this tfgpu_magic has no log subcommand")
-    from tfgpu_magic.tflog import MODES
+    from tfgpu_magic.core.tflog import MODES
 
     assert "log" in texts(ip, "%tfgpu l")
     assert texts(ip, "%tfgpu log ") == list(MODES)
@@ -230,7 +231,7 @@ def texts(code):
     with provisionalcompleter():
         return [c.text for c in ip.Completer.completions(code, len(code))]
 matchers, transformers = list(ip.Completer.custom_matchers), list(ip.input_transformers_cleanup)
-assert "tfgpu_magic.control" not in sys.modules  # the completer's registration imports no core
+assert "tfgpu_magic.core.control" not in sys.modules  # the completer's registration imports no core
 assert texts("%tfgpu vi") == ["visible", "virtual"], texts("%tfgpu vi")
 assert "tensorflow" not in sys.modules
 cell("%tfgpu growth?")

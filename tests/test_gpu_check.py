@@ -19,7 +19,7 @@ import pytest
 from conftest import tf_env
 from fakenvml import MIB, three_gpus, with_changes
 
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"

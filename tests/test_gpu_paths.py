@@ -5,9 +5,9 @@ import gpu_fakes
 import pytest
 from IPython.core.error import UsageError
 
-from tfgpu_magic.control import Change, Controller, RefusedError
-from tfgpu_magic.plan import ALL, Percent, Plan, VisibleSpec
-from tfgpu_magic.runtime import Adapter, Probe, Status, TFState
+from tfgpu_magic.core.control import Change, Controller, RefusedError
+from tfgpu_magic.core.plan import ALL, Percent, Plan, VisibleSpec
+from tfgpu_magic.core.runtime import Adapter, Probe, Status, TFState
 
 
 def adapter(tf, state=TFState.IMPORTED, order=(0, 1, 2), totals=None):

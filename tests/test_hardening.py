@@ -10,13 +10,14 @@ import gpu_fakes
 import pytest
 from IPython.core.error import UsageError
 
-from tfgpu_magic import api, export, warn
-from tfgpu_magic.control import Change, Controller
-from tfgpu_magic.nvml import NvmlSnapshot, Unavailable
-from tfgpu_magic.placement import CellSummary, PlacementRecord, parse_device
-from tfgpu_magic.placement_magic import parse_show_options
-from tfgpu_magic.plan import Percent, Plan, PlanError, VisibleSpec, parse_size, parse_virtual
-from tfgpu_magic.runtime import Probe, Status, TFState
+from tfgpu_magic import api, warn
+from tfgpu_magic.core import export
+from tfgpu_magic.core.control import Change, Controller
+from tfgpu_magic.core.nvml import NvmlSnapshot, Unavailable
+from tfgpu_magic.core.placement import CellSummary, PlacementRecord, parse_device
+from tfgpu_magic.core.plan import Percent, Plan, PlanError, VisibleSpec, parse_size, parse_virtual
+from tfgpu_magic.core.runtime import Probe, Status, TFState
+from tfgpu_magic.ipython.placement import parse_show_options
 
 HUGE = "9" * 5000  # past Python's 4,300-digit int conversion limit
 BEYOND_FLOAT = "1" + "0" * 400  # past float range
@@ -52,7 +53,7 @@ def test_numbers_of_any_length_are_one_line(shell, line):
 
 
 def test_a_device_cell_with_an_index_tensorflow_cannot_parse_is_one_line(shell):
-    from tfgpu_magic.placement_magic import PlacementController
+    from tfgpu_magic.ipython.placement import PlacementController
 
     shell.tfgpu.placement = PlacementController(shell)  # not registered: no hooks to undo
     before = _state(shell)
@@ -312,7 +313,7 @@ def test_forced_growth_refuses_the_opposite_and_is_said(shell):
     shell.run_line_magic("tfgpu", "reset")
     outcome = controller.change(Change("limit", 1024, 1, "%tfgpu limit 1GB --gpu 1"))
     assert "grows memory on demand up to this size" in outcome.detail
-    from tfgpu_magic.state import take
+    from tfgpu_magic.render.snapshot import take
 
     assert "TF_FORCE_GPU_ALLOW_GROWTH=true" in take(controller).to_text()
     assert any("TF_FORCE_GPU_ALLOW_GROWTH" in n for n in take(controller).to_dict()["notes"])
@@ -329,7 +330,7 @@ def test_a_half_imported_tensorflow_is_importing_not_imported(monkeypatch):
     import types
     from importlib.machinery import ModuleSpec
 
-    from tfgpu_magic.runtime import probe
+    from tfgpu_magic.core.runtime import probe
 
     fake = types.ModuleType("tensorflow")
     fake.__spec__ = ModuleSpec("tensorflow", None)

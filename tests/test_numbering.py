@@ -2,9 +2,9 @@
 
 import gpu_fakes
 
-from tfgpu_magic.numbering import cuda_order, tf_names
-from tfgpu_magic.nvml import GpuProcess, NvmlSnapshot
-from tfgpu_magic.state import Memory, _kernel_gpu_memory
+from tfgpu_magic.core.numbering import cuda_order, tf_names
+from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot
+from tfgpu_magic.core.snapshot import Memory, _kernel_gpu_memory
 
 SNAP = gpu_fakes.three_gpus()
 

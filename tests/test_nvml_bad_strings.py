@@ -14,9 +14,10 @@ import pytest
 from conftest import SHELL_PRELUDE
 from fakenvml import expected_gpu, three_gpus, with_changes, without_owner
 
-from tfgpu_magic.control import Controller
-from tfgpu_magic.nvml import Gpu, NvmlSnapshot, Unavailable
-from tfgpu_magic.state import take
+from tfgpu_magic.core.control import Controller
+from tfgpu_magic.core.nvml import Gpu, NvmlSnapshot, Unavailable
+from tfgpu_magic.render.snapshot import take
+from tfgpu_magic.render.text import gpu_lines
 
 # Bytes no UTF-8 decoder accepts: 0xFF never occurs in UTF-8; 0xC3 must be followed by a continuation byte.
 BAD = {
@@ -105,7 +106,7 @@ def gpu_text(**fields) -> str:
     gpu = dataclasses.replace(gpu, **fields)
     nvml = NvmlSnapshot(available=True, driver_version="550.54", cuda_driver_version="12.4", gpus=(gpu,))
     controller = Controller(environ={}, nvml_snapshot=lambda: nvml)
-    lines = take(controller).gpu_lines()
+    lines = gpu_lines(take(controller))
     return lines[2]  # the head, the table's header, GPU 0's row
 
 

@@ -1,4 +1,4 @@
-"""Contract tests of tfgpu_magic.nvml: the real pynvml, in a subprocess, against the fake libnvidia-ml.so.1.
+"""Contract tests of tfgpu_magic.core.nvml: the real pynvml, in a subprocess, against the fake libnvidia-ml.so.1.
 
 ``fake_nvml.snapshots(n)`` takes n snapshots in one child and returns (child pid, their ``to_dict()``);
 the tests compare those with the config the fake was given (``expected_gpu``).
@@ -68,7 +68,7 @@ def test_to_dict_round_trips_through_json(fake_nvml):
     fake_nvml.write(three_gpus())
     code = """
 import json
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 d = nvml.snapshot().to_dict()
 text = json.dumps(d, allow_nan=False)
 print(json.dumps({"equal": json.loads(text) == d, "text": text}))
@@ -88,7 +88,7 @@ def test_gpu_counts(fake_nvml, n, procs):
     assert len({g["uuid"] for g in snap["gpus"]}) == n
 
 
-@pytest.mark.parametrize("module", ["tfgpu_magic", "tfgpu_magic.nvml"])
+@pytest.mark.parametrize("module", ["tfgpu_magic", "tfgpu_magic.core.nvml"])
 def test_import_never_initialises_nvml(fake_nvml, module):
     fake_nvml.write(three_gpus())
     out = fake_nvml.run_json(f"import json, sys, {module}\nprint(json.dumps('pynvml' in sys.modules))")
@@ -114,7 +114,7 @@ def test_shutdown_releases_and_next_snapshot_initialises_again(fake_nvml):
     fake_nvml.write(three_gpus())
     code = """
 import json
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 a = nvml.snapshot().available
 nvml.shutdown()
 nvml.shutdown()  # twice is harmless

@@ -1,4 +1,4 @@
-"""Fault tests of tfgpu_magic.nvml: what each NVML failure becomes, through the real pynvml and the fake
+"""Fault tests of tfgpu_magic.core.nvml: what each NVML failure becomes, through the real pynvml and the fake
 libnvidia-ml.so.1 (subprocesses), plus the error mapping itself in-process."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import sys
 import pytest
 from fakenvml import expected_gpu, three_gpus, with_changes, without_owner, write_config
 
-from tfgpu_magic.nvml import REASONS, Unavailable, unavailable_from_error
+from tfgpu_magic.core.nvml import REASONS, Unavailable, unavailable_from_error
 
 # Snapshot, swap in the staged config (atomically, as write_config does), snapshot again, and so on:
 # all in one process, so NVML stays initialised and the adapter's caches are live.
 SWAPS = """
 import json, os
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 snaps = [nvml.snapshot().to_dict()]
 for staged in {staged!r}:
     os.replace(staged, {config!r})
@@ -64,7 +64,7 @@ def test_no_library_at_all(fake_nvml, tmp_path):
     env = dict(fake_nvml.env, LD_LIBRARY_PATH=str(empty))
     code = """
 import json
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 import pynvml
 snaps = [nvml.snapshot().to_dict() for _ in range(2)]  # the second tries again, and fails the same way
 print(json.dumps({"snaps": snaps, "loaded": pynvml.nvmlLib is not None}))
@@ -204,7 +204,7 @@ def test_nvml_shut_down_behind_our_back_recovers(fake_nvml):
     fake_nvml.write(three_gpus())
     code = """
 import json, pynvml
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 first = nvml.snapshot().available
 pynvml.nvmlShutdown()
 again = nvml.snapshot()

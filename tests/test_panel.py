@@ -19,11 +19,11 @@ from conftest import SHELL_PRELUDE
 from fakenvml import three_gpus
 from IPython.core.error import UsageError
 
-from tfgpu_magic.control import Controller
-from tfgpu_magic.live import LiveModel
-from tfgpu_magic.nvml import GpuProcess, NvmlSnapshot, Unavailable
-from tfgpu_magic.panel import Panel, close_all
-from tfgpu_magic.runtime import Probe, TFState
+from tfgpu_magic.core.control import Controller
+from tfgpu_magic.core.live import LiveModel
+from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot, Unavailable
+from tfgpu_magic.core.runtime import Probe, TFState
+from tfgpu_magic.ipython.panel import Panel, close_all
 
 EVIL = "<img src=x onerror=alert(1)>"
 
@@ -95,7 +95,7 @@ def test_a_refused_value_gets_the_magics_message_and_changes_nothing(shell, pane
         shell.run_line_magic("tfgpu", f"{name} {value}")
     said = panel.apply(name, value) if name in panel._inputs else None
     if said is None:  # no control for it: the panel's path is the same function
-        from tfgpu_magic.commands import dispatch
+        from tfgpu_magic.ipython.commands import dispatch
         with pytest.raises(UsageError):
             dispatch(shell.tfgpu, f"{name} {value}", None)
         return
@@ -169,7 +169,7 @@ def test_a_process_that_exits_with_a_panel_open_stops_its_refresher_cleanly():
 
 
 def test_tensorflow_not_installed_is_said(monkeypatch):
-    import tfgpu_magic.state as state
+    import tfgpu_magic.core.snapshot as state
 
     monkeypatch.setattr(state, "probe", lambda: Probe(TFState.NOT_INSTALLED))
     p, _ = make_panel(gpu_fakes.three_gpus)
@@ -230,11 +230,12 @@ def test_a_refresh_with_nothing_changed_sends_nothing_and_a_change_sends_only_it
 
 # -- threads -------------------------------------------------------------------------------
 def test_one_refresher_for_every_panel_stopped_by_close_and_unload(shell):
-    from tfgpu_magic.magics import _loaded, load_extension, unload_extension
+    from tfgpu_magic.ipython.context import LOADED
+    from tfgpu_magic.ipython.magics import load_extension, unload_extension
 
     load_extension(shell)
     try:
-        magics = _loaded[id(shell)]
+        magics = LOADED[id(shell)]
         first, second = Panel(), Panel()
         assert first.model is second.model is magics.live
         assert len(live_threads()) == 1
@@ -346,7 +347,7 @@ def test_every_view_is_well_formed_markup_with_known_attributes():
     size were dropped, dark text on the dark theme. Any such break shows up as an attribute nobody wrote."""
     from html.parser import HTMLParser
 
-    from tfgpu_magic.live_html import chart_html
+    from tfgpu_magic.render.live_html import chart_html
 
     seen = []
 

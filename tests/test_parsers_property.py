@@ -9,11 +9,8 @@ from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
 from tfgpu_magic import api
-from tfgpu_magic.commands import _PARSERS
-from tfgpu_magic.magics import _option_value
-from tfgpu_magic.placement import parse_device
-from tfgpu_magic.placement_magic import parse_show_options
-from tfgpu_magic.plan import (
+from tfgpu_magic.core.placement import parse_device
+from tfgpu_magic.core.plan import (
     MAX_SIZE_MIB,
     Percent,
     VisibleSpec,
@@ -25,6 +22,9 @@ from tfgpu_magic.plan import (
     parse_visible,
     whole_number,
 )
+from tfgpu_magic.ipython.magics import _option_value
+from tfgpu_magic.ipython.placement import parse_show_options
+from tfgpu_magic.ipython.syntax import parsers
 
 digits = st.text(string.digits, min_size=1, max_size=6000)
 numbers = st.one_of(digits, st.builds(lambda d, f: f"{d}.{f}", digits, digits),
@@ -84,11 +84,11 @@ def test_device_and_whole_number_never_raise(text):
 
 
 @SETTINGS
-@given(st.sampled_from(sorted(_PARSERS)), st.lists(words, max_size=4))
+@given(st.sampled_from(sorted(parsers())), st.lists(words, max_size=4))
 def test_each_subcommands_argument_parser(name, argv):
     try:
-        _PARSERS[name].parse_args(argv)
-    except UsageError as err:
+        parsers()[name].parse_args(argv)
+    except ValueError as err:  # PlanError: the core's parsers raise it, the magic shows it as a UsageError
         _message_ok(err)
 
 
@@ -129,7 +129,7 @@ def private_controller(monkeypatch):
     """configure() on a private controller with an in-memory NVML, so nothing touches os.environ."""
     import gpu_fakes
 
-    from tfgpu_magic.control import Controller
+    from tfgpu_magic.core.control import Controller
 
     controller = Controller(environ={}, nvml_snapshot=gpu_fakes.three_gpus)
     monkeypatch.setattr(api, "default_controller", lambda: controller)

@@ -21,7 +21,7 @@ import time
 import pytest
 from IPython.core.error import UsageError
 
-from tfgpu_magic.placement import Capture, LineFields, drain_orphans, flush_c_stdio
+from tfgpu_magic.core.placement import Capture, LineFields, drain_orphans, flush_c_stdio
 
 DEV0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 PRINTF = f"MatMul: (MatMul): {DEV0}\n".encode()
@@ -220,7 +220,7 @@ def test_python_stream_filter_restores_a_previous_instance_patch(monkeypatch, si
 def controller():
     from IPython.core.interactiveshell import InteractiveShell
 
-    from tfgpu_magic.placement_magic import PlacementController
+    from tfgpu_magic.ipython.placement import PlacementController
 
     shell = InteractiveShell.instance()
     ctl = PlacementController(shell)
@@ -260,7 +260,7 @@ def test_status_shape(controller):
 def test_register_and_unregister_leave_nothing_behind():
     from IPython.core.interactiveshell import InteractiveShell
 
-    from tfgpu_magic.placement_magic import PlacementController
+    from tfgpu_magic.ipython.placement import PlacementController
 
     shell = InteractiveShell.instance()
     before_threads = threading.active_count()
@@ -352,7 +352,7 @@ def test_terminal_ipython_full_log():
 @pytest.mark.tf
 def test_terminal_ipython_on_after_runtime_start_uses_run_metadata():
     out, err = run_driver("""
-        from tfgpu_magic.placement_magic import PlacementController
+        from tfgpu_magic.ipython.placement import PlacementController
         ctl = PlacementController(shell, maxlen=4)
         ctl.register()
         cell(1, "import tensorflow as tf\\na = tf.constant([1.0, 2.0])\\nb = tf.sin(a)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from IPython.core.error import UsageError
 
-from tfgpu_magic.placement import (
+from tfgpu_magic.core.placement import (
     CellRecorder,
     CellSummary,
     DeviceSpec,
@@ -28,7 +28,8 @@ from tfgpu_magic.placement import (
     records_from_run_metadata,
     short_device,
 )
-from tfgpu_magic.placement_magic import parse_show_options
+from tfgpu_magic.ipython.placement import parse_show_options
+from tfgpu_magic.render.placement import record_table_html, summary_html
 
 DEV0 = "/job:localhost/replica:0/task:0/device:CPU:0"
 DEV2 = "/job:localhost/replica:0/task:0/device:CPU:2"
@@ -324,13 +325,13 @@ def test_summary_counts_per_device_and_hides_plumbing():
     assert not any(t in ("_Arg", "_Retval") for _, t in rows)
     text = repr(summary)
     assert "cell 5" in text and "MatMul" in text and "CPU:2" in text
-    html = summary._repr_html_()
+    html = summary_html(summary)
     assert "<table>" in html and "MatMul" in html
 
 
 def test_summary_escapes_html():
     summary = CellSummary.from_records([record(op_type="<script>")], cell=1)
-    assert "<script>" not in summary.to_html()
+    assert "<script>" not in summary_html(summary)
 
 
 def test_fallback_for_requested_device():
@@ -340,7 +341,7 @@ def test_fallback_for_requested_device():
     assert fallback.text().startswith("fallback: asked /GPU:1, ran on CPU:0")
     summary = CellSummary.from_records(records, 1, "/GPU:1", (fallback,))
     assert "!! fallback: asked /GPU:1, ran on CPU:0" in repr(summary)
-    assert "fallback: asked /GPU:1" in summary.to_html()
+    assert "fallback: asked /GPU:1" in summary_html(summary)
 
 
 def test_no_fallback_when_ops_ran_where_asked():
@@ -365,7 +366,7 @@ def test_record_table_rendering():
     table = RecordTable((record(),), matched=3, total=10, dropped=2, maxlen=5)
     text = repr(table)
     assert "showing the last 1 of 3" in text and "2 dropped" in text and "MatMul" in text
-    assert "<table>" in table._repr_html_()
+    assert "<table>" in record_table_html(table)
 
 
 # --- show options ---------------------------------------------------------------------------------------
@@ -398,7 +399,7 @@ def test_core_imports_nothing_heavy():
     import subprocess
     import sys
 
-    code = ("import sys, threading, tfgpu_magic.placement\n"
+    code = ("import sys, threading, tfgpu_magic.core.placement\n"
             "bad = [m for m in ('tensorflow', 'IPython', 'ipywidgets', 'tornado') if m in sys.modules]\n"
             "assert not bad, bad\nassert threading.active_count() == 1\n")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -406,7 +407,7 @@ def test_core_imports_nothing_heavy():
 
 
 def test_parse_line_agrees_with_the_one_piece_grammar():
-    from tfgpu_magic.placement import EAGER_RE, PLACER_RE
+    from tfgpu_magic.core.placement import EAGER_RE, PLACER_RE
 
     lines = [*PRINTF_221, *LOG_221, *LOG_216, *LISTENER_221, *NOT_PLACEMENT,
              "x y: (Mul): " + DEV0, "] mul: (Mul): " + DEV0, "junk] mul: (Mul): " + DEV0,

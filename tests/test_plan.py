@@ -2,7 +2,7 @@
 
 import pytest
 
-from tfgpu_magic.plan import ALL, Percent, Plan, PlanError, parse_size, parse_virtual, parse_visible, resolve_size
+from tfgpu_magic.core.plan import ALL, Percent, Plan, PlanError, parse_size, parse_virtual, parse_visible, resolve_size
 
 
 @pytest.mark.parametrize(("text", "mib"), [

@@ -1,6 +1,7 @@
-"""Settings saved in a notebook's metadata (tfgpu_magic/saved.py): their shape, the magics' checks of their values,
-applying them all or nothing (in a shell, and in a real kernel the way the sidebar does at kernel start), what a
-refusal makes a restart apply, and the first cell written for running the notebook elsewhere."""
+"""Settings saved in a notebook's metadata (tfgpu_magic/core/saved.py, applied by tfgpu_magic/ipython/apply.py):
+their shape, the magics' checks of their values, applying them all or nothing (in a shell, and in a real kernel
+the way the sidebar does at kernel start), what a refusal makes a restart apply, whichever face was refused, and
+the first cell written for running the notebook elsewhere."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import run_tf
 from test_panel_kernel import ROOT, user_env
 
-from tfgpu_magic import saved
+from tfgpu_magic.core import saved
 
 # -- the metadata's shape -----------------------------------------------------------------------------------------
 
@@ -93,14 +94,14 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 _c = Config(); _c.HistoryManager.hist_file = ":memory:"
 ip = InteractiveShell.instance(config=_c)
-from tfgpu_magic import saved
+from tfgpu_magic.ipython import apply as saved
 
 # One bad value: nothing applied, the extension loaded all the same, nothing in the environment.
 env_before = dict(os.environ)
 bad = saved.apply({"settings": {"cpus": "3", "cpumem": "on", "limit": "2XB"}}, ip)
 assert bad["ok"] is False and bad["message"].startswith("tfgpu: ") and "2XB" in bad["message"], bad
-from tfgpu_magic.magics import _loaded
-m = _loaded[id(ip)]
+from tfgpu_magic.ipython.context import LOADED
+m = LOADED[id(ip)]
 assert m.controller.plan.is_empty() and dict(os.environ) == env_before
 assert "tfgpu" in ip.magics_manager.magics["line"]
 
@@ -126,8 +127,8 @@ def test_a_refusal_makes_the_restart_settings_and_the_panel_says_the_two_steps()
     proc = run_tf("""
 import json
 """ + __import__("conftest").SHELL_PRELUDE + """
-from tfgpu_magic.magics import _loaded
-m = _loaded[id(ip)]
+from tfgpu_magic.ipython.context import LOADED
+m = LOADED[id(ip)]
 magic("cpus 2")
 magic("placement on")
 cell("import tensorflow as tf; tf.constant(1)")
@@ -158,11 +159,24 @@ p.close()
 # -- in a real kernel, as the sidebar does it ------------------------------------------------------------------
 
 
+def frontend_code(document: dict) -> tuple[str, str]:
+    """The code and the user expression the sidebar sends for ``document``, made by its own compiled constants
+    (labextension/src/constants.ts), so a moved Python module fails here, not in a user's kernel."""
+    node = shutil.which("node")
+    assert node and (ROOT / "lib" / "constants.js").exists(), "needs Node.js and lib/ (make setup builds it)"
+    script = ("import('./lib/constants.js').then(c => process.stdout.write(JSON.stringify("
+              "[c.pyApplyCall(process.argv[1]), c.PY_APPLY_USER_EXPRESSION])))")
+    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    code, expression = json.loads(proc.stdout)
+    return code, expression
+
+
 def silent_apply(client, document: dict) -> dict:
     """The sidebar's call at kernel start: silent, not in the history, the result through user_expressions."""
-    code = f"__import__('tfgpu_magic.saved').saved.apply_json({json.dumps(json.dumps(document))})"
-    msg_id = client.execute(code, silent=True, store_history=False,
-                            user_expressions={"tfgpu": "__import__('tfgpu_magic.saved').saved.last_result()"})
+    code, expression = frontend_code(document)
+    msg_id = client.execute(code, silent=True, store_history=False, user_expressions={"tfgpu": expression})
     reply = client.get_shell_msg(timeout=60)
     assert reply["parent_header"]["msg_id"] == msg_id
     return reply["content"]
@@ -239,10 +253,10 @@ def devices_by_silent_apply(document: dict) -> list[str]:
 
 
 def first_cell_by_the_sidebar(document: dict) -> str:
-    """What the sidebar's "Write as first cell" writes: labextension/src/model.ts's firstCellSource, compiled."""
+    """What the sidebar's "Write as first cell" writes: labextension/src/model/saved.ts's firstCellSource, compiled."""
     node = shutil.which("node")
-    assert node and (ROOT / "lib" / "model.js").exists(), "needs Node.js and lib/ (make setup builds it)"
-    script = ("import('./lib/model.js')"
+    assert node and (ROOT / "lib" / "model" / "index.js").exists(), "needs Node.js and lib/ (make setup builds it)"
+    script = ("import('./lib/model/index.js')"
               ".then(m => process.stdout.write(m.firstCellSource(JSON.parse(process.argv[1]))))")
     proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
@@ -265,3 +279,43 @@ def test_the_written_first_cell_gives_the_devices_that_applying_gives():
     document = {"version": 1, "apply_on_start": True, "settings": {"cpus": "3"}}
     by_cell = devices_by_first_cell(first_cell_by_the_sidebar(document))
     assert by_cell == devices_by_silent_apply(document) == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2"]
+
+
+# -- every face's refusal reaches the views -------------------------------------------------------------------
+@pytest.mark.tf
+@pytest.mark.parametrize("face", ["api", "saved", "panel"])
+def test_a_refusal_from_any_face_shows_the_panels_restart_button(face):
+    """The controller records a refusal as too late whichever face asked, so the panel (open before it, or
+    opened after) offers "Restart kernel and apply" with that setting; before this, only the magic's did."""
+    proc = run_tf("""
+import json
+""" + __import__("conftest").SHELL_PRELUDE + """
+import tfgpu_magic
+from tfgpu_magic import Panel
+from tfgpu_magic.ipython import apply
+cell("import tensorflow as tf; tf.constant(1)")
+early = Panel()  # open before the refusal: it must follow
+face = FACE
+if face == "api":
+    try:
+        tfgpu_magic.configure(cpus=3)
+        raise SystemExit("configure(cpus=3) was not refused")
+    except ValueError as err:
+        assert "is too late" in str(err), err
+elif face == "saved":
+    result = apply.apply({"settings": {"cpus": "3"}}, ip)
+    assert result["ok"] is False and "is too late" in result["message"], result
+else:
+    said = early.apply("cpus", "3")
+    assert "is too late" in said, said
+late = Panel()  # opened after it
+print(json.dumps({"early": early._restart.layout.display, "late": late._restart.layout.display,
+                  "wanted": early._state["kernel"]["wanted"], "refused": [r["asked"] for r in
+                  early._state["kernel"]["refused"]]}))
+tfgpu_magic.configure(cpus=1)  # the value in force: the refusal is moot
+print(json.dumps({"after": early._restart.layout.display, "refused": early._state["kernel"]["refused"]}))
+early.close(); late.close()
+""".replace("FACE", repr(face)))
+    shown, moot = (json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{"))
+    assert shown == {"early": "", "late": "", "wanted": {"cpus": "3"}, "refused": ["3"]}, shown
+    assert moot == {"after": "none", "refused": []}, moot

@@ -27,7 +27,7 @@ from fakenvml import (
 )
 
 import tfgpu_magic.server
-from tfgpu_magic import nvml
+from tfgpu_magic.core import nvml
 from tfgpu_magic.server import gpus as gpu_doc
 from tfgpu_magic.server import handlers
 

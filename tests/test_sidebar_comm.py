@@ -12,7 +12,7 @@ import uuid
 import pytest
 from test_panel_kernel import ROOT, user_env
 
-from tfgpu_magic.comm import PLACEMENT_TAIL, SECTIONS, TARGET
+from tfgpu_magic.ipython.comm import PLACEMENT_TAIL, SECTIONS, TARGET
 
 pytestmark = pytest.mark.kernel
 

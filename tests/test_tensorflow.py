@@ -164,7 +164,7 @@ print(len(tf.config.list_logical_devices("CPU")))
 def test_unload_undoes_what_load_and_the_magics_did():
     proc = run_tf(SHELL_PRELUDE + """
 import os
-from tfgpu_magic import runtime
+from tfgpu_magic.core import runtime
 before = dict(os.environ)
 magic("cpus 3")
 magic("visible none")
@@ -191,8 +191,8 @@ def test_python_api_is_all_or_nothing_before_import(tmp_path):
     proc = run_tf("""
 import os, sys
 import tfgpu_magic
-from tfgpu_magic import runtime
-from tfgpu_magic.plan import PlanError
+from tfgpu_magic.core import runtime
+from tfgpu_magic.core.plan import PlanError
 before = dict(os.environ)
 try:
     tfgpu_magic.configure(visible="none", limit="40%")  # no NVML here: the percentage is refused
@@ -209,9 +209,9 @@ print(tfgpu_magic.snapshot().to_dict()["settings"])
 def test_load_ext_leaves_the_core_for_the_first_magic():
     # %load_ext stays cheap (benchmarks/bench_import.py) by importing the subcommands on first use.
     run_tf(SHELL_PRELUDE + """
-for name in ("tfgpu_magic.commands", "tfgpu_magic.state", "tfgpu_magic.control", "tensorflow", "ipywidgets",
-             "tfgpu_magic.server", "jupyter_server", "tornado"):  # the server extension is the server's only
+for name in ("tfgpu_magic.ipython.commands", "tfgpu_magic.core.snapshot", "tfgpu_magic.core.control", "tensorflow",
+             "ipywidgets", "tfgpu_magic.server", "jupyter_server", "tornado"):  # the server's own, never a kernel's
     assert name not in sys.modules, name
 magic("status")
-assert "tfgpu_magic.commands" in sys.modules
+assert "tfgpu_magic.ipython.commands" in sys.modules
 """)

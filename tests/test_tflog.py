@@ -7,7 +7,8 @@ import logging
 
 import pytest
 
-from tfgpu_magic.tflog import LogBlock, LogLine, TfLog, classify
+from tfgpu_magic.core.tflog import LogBlock, LogLine, TfLog, classify
+from tfgpu_magic.render.placement import log_block_html
 
 LINES_221 = [
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -48,7 +49,7 @@ def test_block_folds_information_and_shows_warnings_escaped():
     text = block.to_text()
     assert text.splitlines()[0] == "TensorFlow log, cell 4: 1 warning, 3 info [warning]"
     assert "tensorflow] <b>careful</b>" in text and "3 info lines folded" in text and "oneDNN" not in text
-    page = block.to_html()
+    page = log_block_html(block)
     assert "&lt;b&gt;careful&lt;/b&gt;" in page and "<b>careful</b>" not in page
     assert "<details>" in page and "var(--jp-error-color1" in page  # warnings in the views' alert colour
     block.show_all = True

@@ -17,10 +17,13 @@ import pytest
 from conftest import SHELL_PRELUDE, run_tf, tf_env
 from IPython.utils.capture import capture_output
 
-from tfgpu_magic import views
-from tfgpu_magic.nvml import GpuProcess, NvmlSnapshot, Unavailable
-from tfgpu_magic.placement import CellSummary, Fallback, RecordTable
-from tfgpu_magic.state import Device, Memory, Snapshot, take
+from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot, Unavailable
+from tfgpu_magic.core.placement import CellSummary, Fallback, RecordTable
+from tfgpu_magic.core.snapshot import Device, Memory
+from tfgpu_magic.render import views
+from tfgpu_magic.render.placement import record_table_html, summary_html
+from tfgpu_magic.render.snapshot import ShownSnapshot as Snapshot
+from tfgpu_magic.render.snapshot import take
 
 EVIL = "<img src=x onerror=alert(1)>"
 # NVML's processes are named from /proc/PID/comm (at most 15 characters): a busy GPU makes the column long.
@@ -65,7 +68,7 @@ def realistic(shell) -> Snapshot:
 
 
 def placement_status(shell) -> str:
-    from tfgpu_magic.placement_magic import PlacementController
+    from tfgpu_magic.ipython.placement import PlacementController
 
     controller = PlacementController(shell)
     controller._errors.append(EVIL)  # a capture error's text is data too
@@ -125,8 +128,8 @@ COLOUR = re.compile(r"(?<![-\w])(?:color|background|border(?:-left|-bottom|-top)
 def test_colours_are_jupyterlab_variables_with_fallbacks(realistic, shell):
     summary = CellSummary.from_records([], cell=3, requested="/GPU:7",
                                        fallbacks=(Fallback("/GPU:7", ("CPU:0",), ("MatMul",), "there is no GPU:7"),))
-    pages = {**all_html(realistic, shell), "fallback": summary.to_html(),
-             "records": RecordTable((), 0, 0, 0, 10).to_html()}
+    pages = {**all_html(realistic, shell), "fallback": summary_html(summary),
+             "records": record_table_html(RecordTable((), 0, 0, 0, 10))}
     for name, page in pages.items():
         for value in COLOUR.findall(page):
             if value.strip() in ("transparent", "none", "0", "inherit"):
@@ -233,7 +236,7 @@ def test_magics_display_the_html_views(shell):
 
 # -- text ----------------------------------------------------------------------------------------------
 def test_text_forms_fit_100_columns(realistic, shell):
-    from tfgpu_magic.placement_magic import PlacementController
+    from tfgpu_magic.ipython.placement import PlacementController
 
     texts = {"status": realistic.to_text(), "devices": realistic.devices_text(),
              "memory": "\n".join(realistic.memory_lines()),

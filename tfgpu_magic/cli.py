@@ -24,15 +24,15 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help (0) or a bad command line (2): argparse has written its text
         return _write("", int(done.code or 0))
 
-    from . import state as state_module
-    from .runtime import TFState, probe
+    from .core.runtime import TFState, probe
+    from .render.snapshot import take
 
     if args.command == "devices" and probe().state is TFState.NOT_IMPORTED:
         # Quiet TensorFlow's start-up chatter; it is read only during import.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow  # noqa: F401
 
-    snap = state_module.take(list_devices=args.command == "devices")
+    snap = take(list_devices=args.command == "devices")
     if args.json:
         text = json.dumps(snap.to_dict(), indent=2)
     elif args.command == "devices":

@@ -217,7 +217,7 @@ def in_process(lib_path: str | os.PathLike[str], config_path: str | os.PathLike[
 
     import pynvml
 
-    from tfgpu_magic import nvml
+    from tfgpu_magic.core import nvml
 
     if Path(lib_path).name == LIB_NAME:
         raise ValueError(f"{lib_path}: build it with lib_name=IN_PROCESS_LIB_NAME, not the driver's soname")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..inputs import shown
+from ..core.inputs import shown
+from ..core.version import GPUS_SCHEMA as SCHEMA
 
-SCHEMA = 1
 MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
 
 # The schema-1 GPU fields the sidebar gets, in order; ``processes`` is rebuilt with the kernel each belongs to.

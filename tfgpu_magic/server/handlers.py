@@ -51,7 +51,7 @@ class TfgpuServer(Configurable):
 
 
 def _read_nvml() -> dict[str, Any]:
-    from .. import nvml  # pynvml loads here, in the worker thread, on the first request
+    from ..core import nvml  # pynvml loads here, in the worker thread, on the first request
 
     return nvml.snapshot().to_dict()
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .text import memoryfigure, placement_sentences, sentence, text_table
 from .views import (
     ALERT,
     FONT,
@@ -19,12 +20,8 @@ from .views import (
     caution,
     esc,
     inline,
-    memoryfigure,
     paragraph,
-    placement_sentences,
-    sentence,
     table_html,
-    text_table,
     title,
 )
 

@@ -1,10 +1,10 @@
 """The IPython face of placement capture: ``%tfgpu placement on|off|show|clear`` and ``%%tfgpu device``.
 
-The lead's ``%tfgpu`` magic owns one :class:`PlacementController` per shell and dispatches to it. The
-controller hooks ``pre_run_cell``/``post_run_cell`` and, while it needs to, brackets each cell with a
-:class:`tfgpu_magic.placement.Capture`; it never starts a thread or touches a descriptor outside a cell.
+The ``%tfgpu`` magic owns one :class:`PlacementController` per shell and routes to it. The controller hooks
+``pre_run_cell``/``post_run_cell`` and, while it needs to, brackets each cell with a
+:class:`tfgpu_magic.core.placement.Capture`; it never starts a thread or touches a descriptor outside a cell.
 
-Semantics chosen where TensorFlow leaves no choice (TF_FACTS: its log is fixed when the runtime starts):
+Semantics chosen where TensorFlow leaves no choice (its placement log is fixed when the runtime starts):
 
 * ``on`` before ``import tensorflow``: the log is turned on by an import hook; before the runtime
   starts: turned on now. Either way every placement is seen. ``on`` after the runtime started without
@@ -31,8 +31,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from .inputs import MAX_INDEX, shown, whole_number
-from .placement import (
+from ..core.inputs import MAX_INDEX, shown, whole_number
+from ..core.placement import (
     DEFAULT_MAXLEN,
     DEVICE_FORMS,
     Capture,
@@ -51,11 +51,12 @@ from .placement import (
     tf_context,
     tf_log_flag,
 )
-from .tflog import MODES as LOG_MODES
-from .tflog import TfLog
+from ..core.tflog import MODES as LOG_MODES
+from ..core.tflog import TfLog
+from . import syntax
 
-SUBCOMMANDS = ("on", "off", "show", "clear", "status")
-SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit")
+SUBCOMMANDS = syntax.PLACEMENT_WORDS
+SHOW_OPTIONS = syntax.SHOW_OPTIONS
 DEFAULT_SHOW_LIMIT = 50
 
 LATE_MESSAGE = (
@@ -66,21 +67,10 @@ LATE_MESSAGE = (
 )
 
 
-class _Probe:
-    def __init__(self, imported: bool, initialized: bool):
-        self.imported = imported
-        self.initialized = initialized
-
-
 def _probe() -> Any:
-    try:
-        from . import runtime
+    from ..core import runtime  # loaded when first needed: %load_ext does not pay for the adapter
 
-        return runtime.probe()
-    except (ImportError, AttributeError):  # the lead's adapter is missing: same reading, privately
-        ctx = tf_context()
-        return _Probe("tensorflow" in sys.modules,
-                      ctx is not None and getattr(ctx, "_context_handle", None) is not None)
+    return runtime.probe()
 
 
 def _soft_placement() -> bool:
@@ -186,14 +176,14 @@ class PlacementController:
 
     def _hook(self) -> None:
         if not self._hooked:
-            from . import runtime
+            from ..core import runtime
 
             runtime.add_import_hook(self._on_tf_import)
             self._hooked = True
 
     def _unhook(self) -> None:
         if self._hooked:
-            from . import runtime
+            from ..core import runtime
 
             runtime.remove_import_hook(self._on_tf_import)
             self._hooked = False
@@ -411,7 +401,9 @@ class PlacementController:
             raise UsageError(f"tfgpu: unknown placement subcommand {shown(argv[0])}; valid: {', '.join(SUBCOMMANDS)}")
         if name != "show" and rest:
             raise UsageError(f"tfgpu: placement {name} takes no arguments, got {shown(' '.join(rest))}")
-        return getattr(self, f"_cmd_{name}")(rest)
+        handlers = {"on": self._cmd_on, "off": self._cmd_off, "show": self._cmd_show, "clear": self._cmd_clear,
+                    "status": self._cmd_status}
+        return handlers[name](rest)
 
     def _cmd_on(self, rest: list[str]) -> None:
         self.mode = "on"
@@ -519,7 +511,7 @@ class PlacementController:
 
     def status_text(self) -> str:
         """Sentences within 100 columns; each note starts its own line."""
-        from .views import fit, placement_sentences
+        from ..render.text import fit, placement_sentences
 
         s = self.status()
         sentences = placement_sentences(s)
@@ -529,7 +521,7 @@ class PlacementController:
         return "\n".join(lines)
 
     def status_html(self) -> str:
-        from .views import placement_status_html
+        from ..render.views import placement_status_html
 
         return placement_status_html(self.status())
 

@@ -1,4 +1,4 @@
-"""Settings a notebook carries in its metadata, and applying them in a kernel all at once.
+"""Settings a notebook carries in its metadata: their shape, their check, what a restart applies, the first cell.
 
 The notebook's metadata key ``tfgpu`` holds::
 
@@ -8,24 +8,21 @@ The notebook's metadata key ``tfgpu`` holds::
 
 Each value is the argument text of ``%tfgpu <name>``; a per-GPU setting may be a list of them
 (``"limit": ["2GB --gpu 0", "4GB --gpu 1"]``). A missing ``version`` is read as 1. The JupyterLab sidebar
-writes the key and, at every kernel start, runs ``apply_json`` silently before any cell of the user; the
-value checks are the magics' own, here in the kernel (the sidebar only checks the shape).
-
-Applying is all or nothing: every value is parsed first, and one bad value, or one refused because the
-runtime has started, applies none of them.
+writes the key and, at every kernel start, runs ``ipython/apply.py``'s ``apply_json`` silently before any cell
+of the user; the value checks are the magics' own (``changes.py``), here in the kernel (the sidebar only
+checks the shape). Pure: nothing here applies anything.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from typing import Any
 
+from .changes import parse_change
 from .inputs import short_repr, shown
+from .version import SAVED_VERSION as VERSION
 
 KEY = "tfgpu"
-VERSION = 1
 # The order they are applied in: the CUDA and CPU settings first, then per-GPU memory, then the log.
 ORDER = ("visible", "cpus", "cpumem", "growth", "limit", "virtual", "placement")
 PER_GPU = ("limit", "virtual")
@@ -85,10 +82,6 @@ def check_placement(value: str) -> str:
 def check(document: Any) -> dict[str, str]:
     """``{setting: the magic's message}`` for each value the magics would refuse to parse; empty when all
     parse. Applies nothing and needs no TensorFlow (whether a GPU index exists is checked when applied)."""
-    from IPython.core.error import UsageError
-
-    from .commands import parse_change
-
     try:
         settings = normalise(document)
     except SavedError as err:
@@ -98,7 +91,7 @@ def check(document: Any) -> dict[str, str]:
         for value in values:
             try:
                 check_placement(value) if name == "placement" else parse_change(f"{name} {value}")
-            except (UsageError, ValueError) as err:  # argparse's complaints (UsageError); PlanError, SavedError
+            except ValueError as err:  # PlanError (argparse's complaints too), SavedError
                 errors.setdefault(name, str(err))
     return errors
 
@@ -118,91 +111,3 @@ def wanted(settings: list[dict], refused: list[dict], placement: str | None) -> 
         out["placement"] = ["on"]
     return {name: (values if name in PER_GPU and len(values) > 1 else values[0])
             for name in ORDER if (values := out.get(name))}
-
-
-# -- applying, in a kernel ---------------------------------------------------------------------------------------
-class Result(dict):
-    """The outcome of ``apply_json``, shown to the frontend through ``user_expressions`` as JSON."""
-
-    def _repr_json_(self):
-        return dict(self)
-
-
-_last: Result = Result(ok=False, message="tfgpu: no saved settings were applied in this kernel yet", outcomes=[],
-                       placement=None)
-
-
-def last_result() -> Result:
-    return _last
-
-
-_applied_text: str | None = None  # the document this process applied (a kernel applies at its start, once)
-
-
-def apply_json(text: str, shell: Any = None) -> Result:
-    """Apply the ``tfgpu`` metadata given as JSON text in the running IPython (the sidebar's silent call at
-    kernel start). Never raises for a bad value: the result says what was refused, and nothing was applied.
-
-    The frontend also calls this when it reconnects to a kernel that was already running (a page reload): the
-    same document again returns the first result; another one, once the user has run cells, is not applied
-    (it would silently undo what they typed since): it applies at the next kernel start."""
-    global _last, _applied_text
-    if text == _applied_text:
-        return _last
-    if shell is None:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    if getattr(shell, "execution_count", 1) > 1:
-        _last = Result(ok=False, outcomes=[], placement=None,
-                      message="tfgpu: this kernel has run cells already, so the saved settings were not applied now: "
-                              "they apply at its next start (Restart kernel and apply)")
-        return _last
-    try:
-        document = json.loads(text)
-    except ValueError as err:
-        _last = Result(ok=False, message=f"tfgpu: the saved settings are not JSON ({err})", outcomes=[],
-                       placement=None)
-        return _last
-    _last = apply(document, shell)
-    _applied_text = text
-    return _last
-
-
-def apply(document: Any, shell: Any = None) -> Result:
-    """Load the extension in ``shell`` (the running IPython by default) and apply the saved settings, all or
-    nothing."""
-    from IPython.core.error import UsageError
-
-    from . import commands
-    from .magics import extension_magics
-    from .runtime import Status
-
-    if shell is None:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    try:
-        settings = normalise(document)
-    except SavedError as err:
-        return Result(ok=False, message=str(err), outcomes=[], placement=None)
-    magics = extension_magics(shell)
-    configuring = [line for line in lines(settings) if not line.startswith("placement ")]
-    placement = settings.get("placement", [None])[0]
-    try:
-        changes = [commands.parse_change(line) for line in configuring]
-        if placement is not None:
-            placement = check_placement(placement)
-        outcomes = magics.controller.change_all(changes)
-    except (UsageError, ValueError) as err:
-        magics.live.refresh()
-        return Result(ok=False, message=str(err), outcomes=[], placement=None)
-    if any(o.status is Status.PENDING for o in outcomes):  # the import's cell then says what became of them
-        magics.controller.on_import_report = lambda line: None if magics.quiet else print(line)
-    if placement is not None and magics.placement is not None:
-        with contextlib.redirect_stdout(io.StringIO()):  # its one line would go nowhere visible anyway
-            commands.dispatch(magics, f"placement {placement}", None)
-    magics.live.refresh()
-    return Result(ok=True, message=None, placement=placement,
-                  outcomes=[{**o.to_dict(), "setting": c.setting, "asked": c.asked}
-                            for c, o in zip(changes, outcomes, strict=True)])

@@ -18,10 +18,10 @@ import contextlib
 import threading
 from typing import Any
 
-from .inputs import shown
+from ..core.inputs import shown
+from ..core.version import COMM_PROTOCOL as PROTOCOL
 
 TARGET = "tfgpu"
-PROTOCOL = 1
 SECTIONS = ("kernel", "memory", "cells", "placement", "error")  # the live model's history and GPUs: not here
 PLACEMENT_TAIL = 20  # records the sidebar gets: the tail of the log, not the capture's whole buffer
 REQUESTS = ("state", "pause", "resume", "validate")
@@ -49,6 +49,7 @@ class SidebarChannel:
         self._lock = threading.Lock()
         self._open: dict[str, tuple[Any, int | None]] = {}  # comm id -> (comm, live-model token; None: paused)
         self._manager: Any = None
+        self._listening = False  # to the controller's refusals
 
     def register(self, shell: Any) -> bool:
         """Register the target in the shell's kernel; False in a shell without one (terminal IPython)."""
@@ -72,8 +73,14 @@ class SidebarChannel:
         if self._manager is not None:
             self._manager.unregister_target(TARGET, self._opened)
             self._manager = None
+        if self._listening:
+            self.magics.controller.unlisten(self.refused_changed)
+            self._listening = False
 
     def _opened(self, comm: Any, open_msg: dict) -> None:
+        if not self._listening:  # from the first comm on: no sidebar can be paused before (%load_ext stays cheap)
+            self.magics.controller.listen(self.refused_changed)
+            self._listening = True
         with self._lock:
             self._open[comm.comm_id] = (comm, None)
         comm.on_close(lambda msg: self._closed(comm.comm_id))
@@ -125,7 +132,7 @@ class SidebarChannel:
             self._unsubscribe(comm.comm_id)
             self._subscribe(comm)
         elif request == "validate":
-            from .saved import check
+            from ..core.saved import check  # the magics' parsers: loaded when a sidebar first checks
 
             errors = check(data.get("settings"))
             comm.send({"type": "validated", "protocol": PROTOCOL, "id": data.get("id"), "ok": not errors,
@@ -135,13 +142,15 @@ class SidebarChannel:
                        "message": f"tfgpu: unknown request {shown(request)}; valid: {', '.join(REQUESTS)}"})
 
     def refused_changed(self) -> None:
-        """A setting was refused as too late: a paused sidebar (hidden, sampling nothing) still gets the kernel
-        section, so its "Restart kernel and apply" (the command palette's too) uses what was refused."""
+        """The controller's refusals changed (any face): a paused sidebar (hidden, sampling nothing) still gets the
+        kernel section, so its "Restart kernel and apply" (the command palette's too) uses what was refused."""
         with self._lock:
             paused = [comm for comm, token in self._open.values() if token is None]
         if not paused:
             return
-        kernel = self.magics.live.state().get("kernel")
+        live = self.magics.live
+        live.refresh()  # whichever listener the controller told first, the section then holds the refusal
+        kernel = live.state().get("kernel")
         for comm in paused:
             comm.send({"type": "changes", "protocol": PROTOCOL, "sections": {"kernel": kernel}})
 

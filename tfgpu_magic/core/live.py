@@ -5,7 +5,9 @@ It keeps the kernel's state as plain, JSON-able sections (``SECTIONS``); a refre
 figures, TensorFlow's state and allocator figures, never starting its runtime), keeps a bounded history of
 memory and utilization, and hands each subscriber only the sections that changed: a refresh in which nothing
 changed calls nobody. Per-cell memory is recorded by ``cell_started`` / ``cell_finished``, which a face calls
-around each cell. One background thread refreshes while anybody is subscribed, and only then.
+around each cell. One background thread refreshes while anybody is subscribed, and only then. The model
+listens to its controller: a setting refused as too late (by any face) refreshes the kernel section, which
+then carries what a restart would apply.
 
 Nothing here imports IPython, ipywidgets or TensorFlow; importing this module starts nothing.
 """
@@ -50,11 +52,12 @@ def check_interval(value: Any) -> float:
 class LiveModel:
     """The kernel's live state. Thread-safe; its owner (the extension, or whoever made it) calls ``stop()``.
 
-    ``take`` is the snapshot function (``state.take`` by default, over ``controller``); a seam for tests."""
+    ``take`` is the snapshot function (``snapshot.take`` by default, over ``controller``); a seam for tests."""
 
     def __init__(self, controller=None, *, interval: float = 1.0, take: Callable[..., Any] | None = None,
                  clock: Callable[[], float] = time.time):
         self._controller = controller
+        self._listening = False
         self._take = take
         self._clock = clock
         self._lock = threading.RLock()
@@ -67,7 +70,6 @@ class LiveModel:
         self._peaks: dict[str, float] = {}  # the highest peak per device since the last reset, over cells
         self._cell: dict | None = None  # figures at the start of the running cell
         self._devices: list[str] | None = None  # logical devices with an allocator of their own, once known
-        self._refused: dict[str, dict] = {}  # setting -> the last too-late ask for it (what a restart would apply)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -99,7 +101,15 @@ class LiveModel:
             from .control import default_controller
 
             self._controller = default_controller()
+        if not self._listening:
+            self._controller.listen(self.refused_changed)
+            self._listening = True
         return self._controller
+
+    def refused_changed(self) -> None:
+        """The controller's refusals changed: refresh, also without subscribers, so the kernel section that a
+        paused view is sent (the sidebar's channel) says what a restart would apply."""
+        self.refresh()
 
     # -- subscribers ---------------------------------------------------------------------------------------
     def subscribe(self, callback: Callable[[Changes], None]) -> int:
@@ -138,6 +148,9 @@ class LiveModel:
         with self._lock:
             self._subscribers.clear()
         self._halt()
+        if self._listening:
+            self._controller.unlisten(self.refused_changed)
+            self._listening = False
 
     def state(self) -> dict[str, Any]:
         """Every section as it was last published (a view builds itself from this, then takes changes)."""
@@ -214,7 +227,7 @@ class LiveModel:
     def _sample(self) -> dict[str, Any]:
         take = self._take
         if take is None:
-            from .state import take
+            from .snapshot import take
         snap = take(self.controller, peaks=self.peaks())
         data = snap.to_dict()
         tensorflow = data["tensorflow"]
@@ -224,8 +237,8 @@ class LiveModel:
                                                       "logical_devices")},
             "settings": data["settings"], "notes": data["notes"], "numbering": data["numbering"],
         }
+        refused = [r.to_dict() for r in self.controller.refused.values()]
         with self._lock:
-            refused = list(self._refused.values())
             placement = ((self._state.get("placement") or {}).get("status") or {}).get("mode")
         kernel["refused"] = refused
         kernel["wanted"] = saved.wanted(data["settings"], refused, placement)
@@ -256,20 +269,6 @@ class LiveModel:
             if last is not None and {k: last[k] for k in point} == point and "history" in self._state:
                 return self._state["history"]  # the same figures: the section stays as published
             return list(self._history)
-
-    # -- settings refused as too late -----------------------------------------------------------------------
-    def note_refused(self, setting: str, asked: str, message: str) -> None:
-        """A setting refused because the runtime has started: the views offer to restart and apply it."""
-        with self._lock:
-            self._refused[setting] = {"setting": setting, "asked": asked, "message": message}
-        self.refresh()  # also without subscribers: a paused view is sent the kernel section (comm.py)
-
-    def forget_refused(self, setting: str) -> None:
-        """The setting was asked again and accepted (the value in force): nothing to restart for."""
-        with self._lock:
-            known = self._refused.pop(setting, None)
-        if known is not None and self._subscribers:
-            self.refresh()
 
     # -- placement, from the face that captures it ---------------------------------------------------------------
     def set_placement(self, placement: dict | None) -> Changes:

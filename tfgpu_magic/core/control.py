@@ -1,7 +1,9 @@
 """The kernel's settings: what was asked, what took effect, and the one path every face goes through.
 
 A change is validated whole before anything moves: the plan, the environment variables and
-TensorFlow's configuration change together or not at all.
+TensorFlow's configuration change together or not at all. A change refused because TensorFlow's runtime
+has started is remembered (``refused``) and told to the listeners (the live model, the sidebar's channel),
+whichever face asked: the magic, ``configure()``, a panel control or a notebook's saved settings.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
-from . import importing_tensorflow_elsewhere, warn
 from . import nvml as nvml_module
+from .changes import Change
+from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
 from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib, has_percent
 from .runtime import (
@@ -28,6 +31,7 @@ from .runtime import (
     probe,
     remove_import_hook,
 )
+from .warn import warn
 
 CPU_FIGURES_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", CPU_FIGURES_VAR)
@@ -39,18 +43,15 @@ class RefusedError(PlanError):
 
 
 @dataclass(frozen=True)
-class Change:
-    """One requested change, as the faces describe it."""
+class Refusal:
+    """A setting refused as too late: what a restart of the kernel would apply."""
 
-    setting: str  # visible | growth | limit | virtual | cpus
-    value: object  # VisibleSpec, bool, size, sizes tuple, int, or None for off
-    gpu: int | str = ALL
-    command: str = ""  # how the user would type it, for messages: "%tfgpu growth on"
+    setting: str
+    asked: str  # the argument text, as saved in a notebook: "2GB --gpu 1"
+    message: str
 
-    @property
-    def asked(self) -> str:
-        """The command's argument text, as saved in a notebook: "2GB --gpu 1" for "%tfgpu limit 2GB --gpu 1"."""
-        return self.command.split(" ", 2)[2] if self.command.count(" ") >= 2 else ""
+    def to_dict(self) -> dict[str, str]:
+        return {"setting": self.setting, "asked": self.asked, "message": self.message}
 
 
 class Controller:
@@ -73,6 +74,26 @@ class Controller:
         self._lock = threading.RLock()
         # Told what became of the pending settings when TensorFlow is imported (the magics print it).
         self.on_import_report: Callable[[str], None] | None = None
+        # setting -> its last refusal as too late, until a later change of it is accepted.
+        self.refused: dict[str, Refusal] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    # -- listeners -------------------------------------------------------------------------------
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` whenever ``refused`` changes, in the thread that made the change."""
+        if callback not in self._listeners:
+            self._listeners.append(callback)
+
+    def unlisten(self, callback: Callable[[], None]) -> None:
+        if callback in self._listeners:
+            self._listeners.remove(callback)
+
+    def _tell_listeners(self) -> None:
+        for callback in list(self._listeners):  # a listener may add another (a view made on the first call)
+            try:
+                callback()
+            except Exception as err:  # a view's fault must not turn into the user's refusal
+                warn(f"tfgpu: a view failed to take a refused setting: {type(err).__name__}: {err}")
 
     # -- inputs ----------------------------------------------------------------------------------
     def nvml(self) -> nvml_module.NvmlSnapshot:
@@ -87,8 +108,16 @@ class Controller:
         """Validate and apply one change. Raises PlanError (bad input) or RefusedError (too late);
         in both cases nothing changed."""
         self._wait_for_import()
-        with self._lock:
-            return self._change(change)
+        try:
+            with self._lock:
+                outcome = self._change(change)
+        except RefusedError as err:
+            self.refused[change.setting] = Refusal(change.setting, change.asked, str(err))
+            self._tell_listeners()
+            raise
+        if self.refused.pop(change.setting, None) is not None:  # asked again and accepted: nothing to restart for
+            self._tell_listeners()
+        return outcome
 
     def _change(self, change: Change) -> Outcome:
         state = self.probe().state

@@ -1,13 +1,13 @@
-"""How the snapshot and placement capture's state read in a notebook (HTML) and, shared with the text forms,
-as sentences and 100-column text. Functions over data already gathered: nothing here asks TensorFlow or
-NVML again, and nothing imports IPython.
+"""How the snapshot and placement capture's state read in a notebook (HTML), and the HTML pieces every view
+shares (colours, boxes, tables). The sentences and figures come from text.py, so both forms say the same.
+Functions over data already gathered: nothing here asks TensorFlow or NVML again, and nothing imports IPython.
 
 Colours and fonts are JupyterLab's CSS variables, so its light and dark themes both work, each with a plain
 fallback for front ends without them (nbviewer, the classic Notebook, GitHub). The fallbacks are chosen for a
 light page: no single colour reaches 4.5:1 against both white and JupyterLab's dark #111. Warnings are not
 written in ``--jp-warn-color0``: light's #e65100 is 3.8:1 on white, below WCAG AA for text; it marks them as
 a stripe instead (3:1 is enough for a mark that is not text), and fallbacks and refusals use
-``--jp-error-color1`` (4.98:1 in light, 5.13:1 in dark). tests/test_views.py measures all of this against the
+``--jp-error-color1`` (4.98:1 in light, 5.13:1 in dark). tests/render/test_views.py measures all of this against the
 installed themes.
 
 Every piece of text that comes from data (GPU and process names, op names, notes, settings) goes through
@@ -17,15 +17,28 @@ from __future__ import annotations
 
 import html
 import re
-import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .nvml import Unavailable
+from ..core.nvml import Unavailable
+from .text import (
+    device_sentences,
+    figure,
+    kernel_memory_sentences,
+    logical_sentence,
+    memory_lines,
+    memory_rows,
+    memory_used_total,
+    na,
+    nvml_versions,
+    physical_sentence,
+    placement_sentences,
+    sentence,
+)
 
-if TYPE_CHECKING:
-    from .state import Memory, Snapshot
+if TYPE_CHECKING:  # types only: importing the snapshot would load the controller
+    from ..core.snapshot import Snapshot
 
 # -- colours and fonts --------------------------------------------------------------------------------------
 TEXT = "var(--jp-content-font-color1, inherit)"
@@ -52,9 +65,6 @@ _TITLE = "margin:10px 0 2px 0;padding:0;font-weight:600;text-align:left"
 _CAUTION = f"{_P};padding-left:8px;border-left:3px solid {CAUTION_STRIPE}"
 _ALERT = f"{_P};color:{ALERT};font-weight:600"
 
-WIDTH = 100  # the text forms: a terminal, the CLI, IPython without HTML
-
-
 class Markup(str):
     """HTML built here around escaped text; a table cell that is Markup is not escaped again."""
 
@@ -76,16 +86,6 @@ _CODE = re.compile(r"`([^`]+)`")
 def inline(text: str) -> Markup:
     """Escaped text, with `backticked` spans as code (the notes and messages quote commands that way)."""
     return Markup(_CODE.sub(r"<code>\1</code>", esc(text)))
-
-
-def sentence(text: str) -> str:
-    """A note as a sentence: a capital first letter, a full stop at the end."""
-    text = " ".join(str(text).split())
-    if not text:
-        return text
-    if text[0].islower():
-        text = text[0].upper() + text[1:]
-    return text if text[-1] in ".!?" else text + "."
 
 
 def box(kind: str, *parts: str) -> str:
@@ -133,79 +133,9 @@ def table_html(header: Sequence[str], rows: Iterable[Sequence[Any]], right: Iter
     return f"<table><thead><tr style=\"{_ROW}\">{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-# -- text: 100 columns --------------------------------------------------------------------------------------
-def fit(text: str, indent: str = "  ", first: str = "", width: int = WIDTH) -> list[str]:
-    """One paragraph in lines of at most ``width``, broken between words; a word longer than a line (a
-    path, a long name) stays whole, as the one thing that may overflow."""
-    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False) or [first.rstrip()]
-
-
-def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[int] = (),
-               width: int = WIDTH, indent: str = "  ") -> list[str]:
-    """Columns padded to their widest cell; the last column (a detail, a process list) wraps between words
-    to keep rows within ``width``. A cell may be a list of items (processes): they are joined with commas
-    and wrap between items first."""
-    right = set(right)
-    cells = [[c if isinstance(c, list) else [str(c)] for c in row] for row in [header, *rows]]
-    flat = [[", ".join(c) for c in row] for row in cells]
-    widths = [max(len(row[k]) for row in flat) for k in range(len(header))]
-    lead = len(indent) + sum(w + 2 for w in widths[:-1])
-    # Too little room left: overflow rather than a column of single words; the header stays on one line.
-    room = max(width - lead, 24, len(flat[0][-1]))
-    lines = []
-    for row, joined in zip(cells, flat, strict=True):
-        padded = [s.rjust(w) if k in right else s.ljust(w) for k, (s, w) in enumerate(zip(joined, widths, strict=True))]
-        last = _wrap_items(row[-1], room) if len(joined[-1]) > room else [joined[-1]]
-        lines.append((indent + "  ".join([*padded[:-1], last[0]])).rstrip())
-        lines += [(" " * lead + more).rstrip() for more in last[1:]]
-    return lines
-
-
-def _wrap_items(items: list[str], room: int) -> list[str]:
-    lines: list[str] = []
-    line = ""
-    for k, item in enumerate(items):
-        piece = item + ("," if k < len(items) - 1 else "")
-        if line and len(line) + 1 + len(piece) <= room:
-            line = f"{line} {piece}"
-            continue
-        if line:
-            lines.append(line)
-        parts = fit(piece, indent="", width=room)  # an item longer than the column: between its words
-        lines += parts[:-1]
-        line = parts[-1]
-    return [*lines, line]
-
-
-# -- placement capture, in sentences ------------------------------------------------------------------------
-_ROUTES = {
-    "log at import": ": TensorFlow's placement log starts when TensorFlow is imported",
-    "log": ", reading TensorFlow's placement log",
-    "run_metadata": ", reading run metadata only (ops and functions compiled from now on)",
-}
+# -- placement capture ----------------------------------------------------------------------------------
 _ROUTE_WORDS = {"log at import": "TensorFlow's log, from its import", "log": "TensorFlow's placement log",
                 "run_metadata": "run metadata (newly compiled ops)", "none": "nothing yet"}
-
-
-def placement_sentences(status: dict) -> list[str]:
-    """Placement capture's state (``PlacementController.status()``) as sentences: what it does, what it keeps,
-    then its notes. Text: each sentence plain; HTML: each escaped."""
-    mode = status.get("mode")
-    if mode == "on":
-        first = "Placement capture is on" + _ROUTES.get(status.get("route"), ", with nothing to read yet") + "."
-    elif mode == "off":
-        first = "Placement capture is off (`%tfgpu placement on` turns it back on)."
-    else:
-        first = "Placement capture is off: never switched on (`%tfgpu placement on` shows where each op runs)."
-    sentences = [first]
-    records, dropped, maxlen = status.get("records", 0), status.get("dropped", 0), status.get("maxlen", 0)
-    if mode in ("on", "off") or records or dropped:
-        sentences.append(f"{records:,} records kept, {dropped:,} dropped (the ring buffer holds {maxlen:,}).")
-    at_init = status.get("tf_log_at_init")
-    if at_init is not None:
-        sentences.append(f"TensorFlow's placement log was {'on' if at_init else 'off'} when its runtime started.")
-    return sentences + [sentence(n) for n in status.get("notes") or ()]
 
 
 def placement_status_html(status: dict) -> str:
@@ -224,31 +154,6 @@ def placement_status_html(status: dict) -> str:
 _STATUS_WORDS = {"pending": "waiting for import", "unchanged": "already in force", "refused": "refused",
                  "no_device": "no such device", "no_gpu": "no GPU to apply to", "failed": "failed"}
 _BAD_STATUS = {"refused", "no_device", "failed"}
-
-
-def na(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, Unavailable):
-        return value.detail or value.reason.replace("_", " ")
-    return str(value)
-
-
-def figure(value: Any, unit: str, thousands: bool = True) -> str:
-    """A number with its unit; a missing figure is its reason alone, without a unit."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return na(value)
-    return f"{value:,}{unit}" if thousands else f"{value}{unit}"
-
-
-def memory_used_total(gpu, thousands: bool = True) -> str:
-    """"used / total MiB" of one GPU; when both come from one failed call, its reason once."""
-    used, total = gpu.memory_used_mib, gpu.memory_total_mib
-    if isinstance(used, int) and isinstance(total, int):
-        return f"{figure(used, '', thousands)} / {figure(total, '', thousands)} MiB"
-    if used == total:
-        return na(used)
-    return f"{figure(used, ' MiB', thousands)} / {figure(total, ' MiB', thousands)}"
 
 
 def _tf_head(snap: Snapshot) -> str:
@@ -298,7 +203,7 @@ def _gpus(snap: Snapshot) -> str:
     nvml = snap.nvml
     if not nvml.available:
         return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {na(nvml.error)}"))
-    head = title(f"GPUs (NVML, {snap.nvml_versions()})")
+    head = title(f"GPUs (NVML, {nvml_versions(snap)})")
     if not nvml.gpus:
         if nvml.error is not None:  # no list because the count failed: "none" would be untrue
             return head + paragraph(sentence(f"unknown: the count could not be read ({na(nvml.error)})"))
@@ -308,7 +213,7 @@ def _gpus(snap: Snapshot) -> str:
     parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
     if snap.numbering.get("note"):
         parts.append(caution(f"Numbering: {snap.numbering['note']}"))
-    parts += [paragraph(sentence(line)) for line in snap.kernel_memory_sentences()]
+    parts += [paragraph(sentence(line)) for line in kernel_memory_sentences(snap)]
     return "".join(parts)
 
 
@@ -327,7 +232,7 @@ def _placement(snap: Snapshot) -> str:
 
 def status_html(snap: Snapshot) -> str:
     """``%tfgpu status``: TensorFlow's state, the settings, the devices, the GPUs, notes, placement capture."""
-    devices = "".join(paragraph(sentence(line)) for line in snap.device_sentences())
+    devices = "".join(paragraph(sentence(line)) for line in device_sentences(snap))
     return box("status", _tf_head(snap), _settings(snap), title("Devices"), devices, _gpus(snap), *_notes(snap),
                _placement(snap))
 
@@ -344,9 +249,9 @@ def devices_html(snap: Snapshot) -> str:
         parts.append(table_html(("TensorFlow name", "type", "kind", "nvidia-smi GPU"), rows))
     # What is not listed, and why (listing it would start what the user may still configure).
     if snap.physical_devices is None:
-        parts.append(paragraph(sentence(snap.physical_sentence())))
-    elif snap.logical_devices is None and snap.logical_sentence():
-        parts.append(paragraph(sentence(snap.logical_sentence())))
+        parts.append(paragraph(sentence(physical_sentence(snap))))
+    elif snap.logical_devices is None and logical_sentence(snap):
+        parts.append(paragraph(sentence(logical_sentence(snap))))
     return box("devices", *parts, _gpus(snap), *_notes(snap))
 
 
@@ -363,30 +268,10 @@ def _physical_index(snap: Snapshot, device) -> int | None:
     return next((index for index, name in snap.tf_gpu_names.items() if name == device.name), None)
 
 
-def memoryfigure(value: float | None) -> str:
-    """MiB with one decimal; an amount too small for it is "< 0.1" and nothing at all "0", never a made-up
-    "0.0"; None is no figure."""
-    if value is None:
-        return ""
-    if value == 0:
-        return "0"
-    if 0 < value < 0.05:
-        return "< 0.1"
-    return f"{value:,.1f}"
-
-
-def memory_rows(memory: Sequence[Memory]) -> list[tuple[str, str, str, str]]:
-    """Per logical device: current, peak, note. A device sharing another's allocator shows no figures of
-    its own (they are the other's, and would be counted twice)."""
-    return [(m.device, "" if m.shared_with else memoryfigure(m.current_mib),
-             "" if m.shared_with else memoryfigure(m.peak_mib),
-             m.note or (f"shares {m.shared_with}'s allocator" if m.shared_with else "")) for m in memory]
-
-
 def memory_html(snap: Snapshot) -> str:
     """``%tfgpu memory``: TensorFlow's allocator per logical device, current and peak MiB."""
     if snap.memory is None:
-        return box("memory", paragraph(sentence(snap.memory_lines()[0])))
+        return box("memory", paragraph(sentence(memory_lines(snap)[0])))
     rows = [(d, c, p, sentence(n) if n else "") for d, c, p, n in memory_rows(snap.memory)]
     return box("memory", title("TensorFlow allocator memory (MiB)"),
                table_html(("device", "current MiB", "peak MiB", "note"), rows, right=(1, 2)))

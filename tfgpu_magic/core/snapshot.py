@@ -1,6 +1,7 @@
 """The snapshot: what the kernel knows now: TensorFlow's state and devices, the settings and what became of them,
-the GPUs as NVML sees them (joined to TensorFlow's names), and allocator memory. One object, rendered
-by every view (status text, HTML, CLI JSON, the panel and sidebar later); none re-queries on its own.
+the GPUs as NVML sees them (joined to TensorFlow's names), and allocator memory. One object, data only, rendered
+by every view (render/text.py and render/views.py; the CLI's JSON; the live model, so the panel and the
+sidebar); none re-queries on its own.
 """
 
 from __future__ import annotations
@@ -11,27 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
 from .control import Controller, default_controller, environment_notes
 from .numbering import cuda_order, tf_names
-from .nvml import NvmlSnapshot, Unavailable, to_jsonable
+from .nvml import NvmlSnapshot, to_jsonable
 from .runtime import TFState, probe
-from .views import (
-    devices_html,
-    figure,
-    fit,
-    memory_html,
-    memory_rows,
-    memory_used_total,
-    placement_sentences,
-    status_html,
-    text_table,
-)
-from .views import na as _na
+from .version import SNAPSHOT_SCHEMA, __version__
 
-SCHEMA_VERSION = 1
-
-_STATE_NOTES = {
+STATE_NOTES = {
     TFState.NOT_INSTALLED: "TensorFlow is not installed: pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
     TFState.NOT_IMPORTED: "not imported yet: settings wait and take effect at `import tensorflow`",
     TFState.IMPORTING: "being imported (in another thread): settings asked now wait until the import has finished",
@@ -89,14 +76,14 @@ class Snapshot:
             row["tf_name"] = self.tf_gpu_names.get(gpu.index)
             gpus.append(row)
         return {
-            "schema": SCHEMA_VERSION,
+            "schema": SNAPSHOT_SCHEMA,
             "taken_at": self.taken_at,
             "pid": self.pid,
             "tfgpu_version": self.tfgpu_version,
             "tensorflow": {
                 "state": self.tf_state.name.lower(),
                 "version": self.tf_version,
-                "note": _STATE_NOTES[self.tf_state],
+                "note": STATE_NOTES[self.tf_state],
                 "physical_devices": to_jsonable(self.physical_devices),
                 "logical_devices": to_jsonable(self.logical_devices),
                 "memory": to_jsonable(self.memory),
@@ -115,140 +102,19 @@ class Snapshot:
             "placement": self.placement,
         }
 
-    # -- text --------------------------------------------------------------------------------------
-    # Every line within 100 columns (views.WIDTH), broken between words; only a single word longer than a
-    # line (a path, a name without spaces) may overflow.
     @property
     def state_note(self) -> str:
-        return _STATE_NOTES[self.tf_state]
-
-    def tf_line(self) -> str:
-        version = f" {self.tf_version}" if self.tf_version else ""
-        return f"TensorFlow{version}: {self.tf_state.label} ({self.state_note})"
-
-    def settings_lines(self) -> list[str]:
-        notes = [line for n in self.notes for line in fit(f"Note: {n}")]
-        if not self.settings:
-            return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
-        rows = [(s["setting"], s["asked"], s["status"], s["detail"]) for s in self.settings]
-        return ["Settings:", *text_table(("setting", "asked", "status", "detail"), rows), *notes]
-
-    def physical_sentence(self) -> str:
-        if self.physical_devices is None:
-            return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them)"
-        return "TensorFlow physical devices: " + (", ".join(_device_label(d) for d in self.physical_devices) or "none")
-
-    def logical_sentence(self) -> str | None:
-        if self.logical_devices is None:
-            if self.tf_state >= TFState.IMPORTED:
-                return "TensorFlow logical devices: appear when the runtime starts (its first operation)"
-            return None
-        return "TensorFlow logical devices: " + (", ".join(d.name for d in self.logical_devices) or "none")
-
-    def device_sentences(self) -> list[str]:
-        return [line for line in (self.physical_sentence(), self.logical_sentence()) if line]
-
-    def device_lines(self) -> list[str]:
-        return [line for text in self.device_sentences() for line in fit(text)]
-
-    def nvml_versions(self) -> str:
-        def named(label: str, value) -> str:
-            # The adapter's details name their field already ("driver version: ..."): no label twice.
-            return value.detail if isinstance(value, Unavailable) and value.detail else f"{label} {_na(value)}"
-
-        return f"{named('driver', self.nvml.driver_version)}, {named('CUDA', self.nvml.cuda_driver_version)}"
-
-    def kernel_memory_sentences(self) -> list[str]:
-        lines = []
-        for own in self.kernel_gpu_memory:
-            where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
-            lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
-                         f"{figure(own['used_mib'], ' MiB', thousands=False)}, from {own['source'].replace('_', ' ')}"
-                         + (f" ({own['note']})" if own.get("note") else ""))
-        return lines
-
-    def gpu_lines(self) -> list[str]:
-        if not self.nvml.available:
-            return fit(f"GPUs (NVML): unavailable: {_na(self.nvml.error)}")
-        head = f"GPUs (NVML, {self.nvml_versions()}):"
-        if not self.nvml.gpus:
-            if self.nvml.error is not None:  # no list because the count failed: "none" would be untrue
-                # One line, unwrapped: the head and why the count failed belong together.
-                return [head + f" unknown: the count could not be read ({_na(self.nvml.error)})"]
-            return [head + " none"]
-        rows = []
-        for gpu in self.nvml.gpus:
-            tf_name = self.tf_gpu_names.get(gpu.index, "-")
-            if gpu.error is not None:
-                name = gpu.name if isinstance(gpu.name, str) else "?"
-                rows.append((str(gpu.index), tf_name, name, f"unavailable: {_na(gpu.error)}", "", ""))
-                continue
-            memory = memory_used_total(gpu, thousands=False)
-            procs = gpu.processes
-            if isinstance(procs, Unavailable):
-                proc_text = _na(procs)  # the column says these are processes; the detail often does too
-            else:
-                # A list: the column wraps between processes before it wraps inside one.
-                proc_text = [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-                             + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
-            utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False)
-            rows.append((str(gpu.index), tf_name, _na(gpu.name), memory, utilization, proc_text))
-        lines = [head, *text_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
-                                   rows)]
-        if self.numbering.get("note"):
-            lines += fit(f"Numbering: {self.numbering['note']}")
-        lines += [line for text in self.kernel_memory_sentences() for line in fit(text)]
-        return lines
-
-    def memory_lines(self) -> list[str]:
-        if self.memory is None:
-            return ["TensorFlow memory: nothing allocated yet (the runtime has not started)"]
-        return ["TensorFlow allocator memory (MiB):",
-                *text_table(("device", "current", "peak", "note"), memory_rows(self.memory), right=(1, 2))]
-
-    def placement_lines(self) -> list[str]:
-        """Placement capture as sentences (what it does, what it keeps), then each of its notes."""
-        if not self.placement:
-            return []
-        sentences = placement_sentences(self.placement)
-        notes = len(self.placement.get("notes") or ())
-        said = sentences[:len(sentences) - notes]
-        return fit(" ".join(said)) + [line for n in sentences[len(said):] for line in fit(n, first="  ", indent="    ")]
-
-    def devices_text(self) -> str:
-        return "\n".join([*fit(self.tf_line()), *self.device_lines(), *self.gpu_lines()])
-
-    def to_text(self) -> str:
-        lines = [*fit(self.tf_line()), *self.settings_lines(), *self.device_lines(), *self.gpu_lines(),
-                 *self.placement_lines()]
-        return "\n".join(lines)
-
-    def _repr_pretty_(self, printer, cycle):
-        printer.text(self.to_text())
-
-    # -- HTML (views.py renders; these name the views a notebook shows) ---------------------------------
-    def _repr_html_(self) -> str:
-        return status_html(self)
-
-    def devices_html(self) -> str:
-        return devices_html(self)
-
-    def memory_html(self) -> str:
-        return memory_html(self)
-
-
-def _device_label(device: Device) -> str:
-    if device.physical_index is not None:
-        return f"{device.name} (physical GPU {device.physical_index})"
-    return device.name
+        return STATE_NOTES[self.tf_state]
 
 
 def take(controller: Controller | None = None, *, list_devices: bool = False, nvml: NvmlSnapshot | None = None,
-         placement: dict | None = None, peaks: dict[str, float] | None = None) -> Snapshot:
+         placement: dict | None = None, peaks: dict[str, float] | None = None, kind: type[Snapshot] | None = None
+         ) -> Snapshot:
     """Read everything once. ``list_devices`` lets it list TensorFlow's physical devices when TF is
     imported but has not listed them yet (it never starts the runtime). ``peaks``: the highest peak per
     device over the recent cells (the live model resets TensorFlow's own peak before each cell), so a
-    peak shown is the peak since the runtime started or the last ``memory --reset``."""
+    peak shown is the peak since the runtime started or the last ``memory --reset``. ``kind``: the class to
+    make, a Snapshot subclass that adds its views (render/snapshot.py)."""
     controller = controller or default_controller()
     state_probe = probe()
     state = state_probe.state
@@ -277,7 +143,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
         logical = tuple(Device(d.name.replace("/device:", "").replace("/job:localhost/replica:0/task:0", ""),
                                d.device_type, "logical") for d in tf.config.list_logical_devices())
         memory = tuple(_with_peaks(_memory(tf, logical), peaks or {}))
-    return Snapshot(
+    return (kind or Snapshot)(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
         numbering=_numbering(controller.environ, snap, order), notes=tuple(environment_notes(controller.environ)),
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,

@@ -13,7 +13,6 @@ This module imports neither IPython nor TensorFlow.
 from __future__ import annotations
 
 import collections
-import html
 import logging
 import re
 import threading
@@ -85,46 +84,23 @@ class LogBlock:
         counted = collections.Counter(SEVERITIES[line.severity] for line in self.lines)
         return {name: counted[name] for name in ("fatal", "error", "warning", "info") if counted[name]}
 
-    def _title(self) -> str:
+    def heading(self) -> str:
         where = f"cell {self.cell}" if self.cell is not None else "this cell"
         counts = ", ".join(f"{n} {name}{'s' if n > 1 and name != 'info' else ''}" for name, n in self.counts().items())
         dropped = f" ({self.dropped} more not kept)" if self.dropped else ""
         return f"TensorFlow log, {where}: {counts}{dropped}"
 
-    def _shown(self) -> list[LogLine]:
+    def shown_lines(self) -> list[LogLine]:
         return list(self.lines) if self.show_all else [ln for ln in self.lines if ln.severity != "I"]
 
     def to_text(self) -> str:
-        shown = self._shown()
+        shown = self.shown_lines()
         folded = len(self.lines) - len(shown)
-        lines = [f"{self._title()} [{SEVERITIES[self.highest]}]"]
+        lines = [f"{self.heading()} [{SEVERITIES[self.highest]}]"]
         lines += [f"  {line.severity} {line.where}] {line.message}" for line in shown]
         if folded:
             lines.append(f"  ({folded} info line{'s' if folded > 1 else ''} folded: `%tfgpu log` shows them)")
         return "\n".join(lines)
-
-    def to_html(self) -> str:
-        # The views' colours (views.py measures them against both themes): warnings and errors in the alert
-        # colour, information in the page's own; a stripe marks the block. Imported here: views loads the
-        # NVML dataclasses, which %load_ext must not pay for.
-        from .views import ALERT, CAUTION_STRIPE, FONT, FONT_SIZE, TEXT
-
-        shown = self._shown()
-        folded = [ln for ln in self.lines if ln not in shown]
-        loud = self.highest != "I"
-        rows = "".join(f"<div><code>{html.escape(line.severity)} {html.escape(line.where)}]</code> "
-                       f"{html.escape(line.message)}</div>" for line in shown)
-        details = ""
-        if folded:
-            body = "".join(f"<div><code>{html.escape(line.text)}</code></div>" for line in folded)
-            details = (f"<details><summary>{len(folded)} info line{'s' if len(folded) > 1 else ''} folded"
-                       f"</summary>{body}</details>")
-        stripe = CAUTION_STRIPE if loud else "var(--jp-border-color1, #bdbdbd)"
-        title_colour = ALERT if loud else TEXT
-        return (f"<div class='tfgpu-tflog' style='border-left:3px solid {stripe};padding-left:8px;"
-                f"font-family:{FONT};font-size:{FONT_SIZE};color:{TEXT};text-align:left'>"
-                f"<div style='color:{title_colour};font-weight:600'>{html.escape(self._title())}</div>"
-                f"{rows}{details}</div>")
 
     def full_text(self) -> str:
         return "\n".join(line.text for line in self.lines)
@@ -132,8 +108,6 @@ class LogBlock:
     def __repr__(self) -> str:
         return self.to_text()
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
 
 
 class TfLog:

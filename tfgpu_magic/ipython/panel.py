@@ -1,10 +1,11 @@
-"""The live panel: an ipywidgets face of the live model (live.py), rendered by live_html.py.
+"""The live panel: an ipywidgets face of the live model (core/live.py), rendered by render/live_html.py.
 
 Standard ipywidgets 8 only (HTML, Tab, Text, Dropdown, Button), so it renders wherever widgets do: JupyterLab 4,
 Notebook 7, VS Code. A panel subscribes to the kernel's one model; every open panel shares its refresher thread,
 and the last panel closed stops it. Widgets are only ever given new values when their rendered HTML differs, so
-a refresh in which nothing changed sends no comm message. The controls run the very ``%tfgpu`` subcommands, so a
-value the magic refuses gets the magic's message, here, and changes nothing.
+a refresh in which nothing changed sends no comm message. The controls apply settings the way the magic does
+(core/changes.py parses, context.configure applies), so a value the magic refuses gets the magic's message,
+here, and changes nothing; a refusal as too late shows "Restart kernel and apply", as one from any face does.
 """
 
 from __future__ import annotations
@@ -13,15 +14,33 @@ import contextlib
 import io
 import threading
 import weakref
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
+from IPython.core.error import UsageError
 
-from . import live_html
-from .live import LiveModel, default_model
+from ..core.changes import parse_change
+from ..core.live import LiveModel, default_model
+from ..core.plan import PlanError
+from ..core.saved import first_cell
+from ..render import live_html
+from .context import configure, loaded_in
 
 _open: weakref.WeakSet[Panel] = weakref.WeakSet()
+
+
+@dataclass
+class BareExtension:
+    """The parts a panel's controls need when the extension is not loaded: a model's controller, no capture."""
+
+    controller: Any
+    live: Any
+    placement: Any = None
+    sidebar: Any = None
+    quiet: bool = False
+    shell: Any = None
+
 
 # (subcommand, label, widget kind, choices or placeholder)
 CONTROLS = (
@@ -62,7 +81,7 @@ class Panel(widgets.VBox):
         close = widgets.Button(description="Close panel", tooltip="close every view of this panel and stop its "
                                "refresh", layout=widgets.Layout(width="auto"))
         close.on_click(lambda _: self.close())
-        # Shown once a setting was refused as too late (from a magic): the frontend restarts and applies it.
+        # Shown once a setting was refused as too late (by any face): the frontend restarts and applies it.
         self._restart = widgets.Button(description="Restart kernel and apply", button_style="warning",
                                        tooltip="restart this kernel (its variables are lost) and apply the settings "
                                        "asked for, the refused ones included, before anything else",
@@ -100,17 +119,13 @@ class Panel(widgets.VBox):
     def apply(self, name: str, value: str | None = None) -> str:
         """Run ``%tfgpu NAME VALUE`` (VALUE: the control's, by default) as the magic would, show its line (or the
         refusal) in the panel, and return it."""
-        from IPython.core.error import UsageError
-
-        from .commands import dispatch
-
         value = self._inputs[name].value if value is None else value
         line = f"{name} {value or ''}".strip()
         out = io.StringIO()
         refused = False
         try:
             with contextlib.redirect_stdout(out):
-                dispatch(self._magics or _bare_magics(self.model), line, None)
+                self._run(name, line)
             text = " ".join(out.getvalue().split()) or f"tfgpu: %tfgpu {line}: done"
         except UsageError as err:
             text, refused = str(err), True
@@ -124,8 +139,6 @@ class Panel(widgets.VBox):
     def restart_and_apply(self) -> str:
         """Ask the JupyterLab sidebar (through its kernel channel) to restart the kernel and apply the settings
         wanted; where no frontend with the extension listens, say the two steps. Returns what it showed."""
-        from .saved import first_cell
-
         wanted = (self._state.get("kernel") or {}).get("wanted") or {}
         sidebar = getattr(self._magics, "sidebar", None)
         asked = sidebar.ask_restart_and_apply(wanted) if sidebar is not None else 0
@@ -138,6 +151,19 @@ class Panel(widgets.VBox):
                     f"(Kernel > Restart Kernel), then run first: {cell}")
         self._html["message"].value = live_html.message_html(text, False)
         return text
+
+    def _run(self, name: str, line: str) -> None:
+        ext = self._magics or BareExtension(controller=self.model.controller, live=self.model)
+        if name == "placement":
+            if ext.placement is None:
+                raise UsageError("tfgpu: placement capture is not available in this installation")
+            ext.placement.command(line.split()[1:])
+            return
+        try:
+            change = parse_change(line)
+        except PlanError as err:
+            raise UsageError(str(err)) from None
+        configure(ext, change)
 
     def _filter_changed(self, change=None) -> None:
         self._html["records"].value = live_html.records_html(self._state.get("placement"), self._device_filter.value,
@@ -230,17 +256,7 @@ def _loaded_magics():
         from IPython import get_ipython
     except ImportError:
         return None
-    shell = get_ipython()
-    if shell is None:
-        return None
-    from .magics import _loaded
-
-    return _loaded.get(id(shell))
-
-
-def _bare_magics(model: LiveModel):
-    """What the subcommands need when the extension is not loaded: the model's controller, no placement capture."""
-    return SimpleNamespace(controller=model.controller, quiet=False, placement=None, live=model)
+    return loaded_in(get_ipython())
 
 
 __all__ = ["Panel", "close_all"]

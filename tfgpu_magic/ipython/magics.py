@@ -1,6 +1,7 @@
-"""``%tfgpu``: the IPython face. Loading it is cheap: the subcommands and the core they call are
-imported on the first ``%tfgpu`` call (see commands.py). Every user mistake is a one-line
-``UsageError`` starting ``tfgpu:``; nothing here decides what a setting means."""
+"""``%tfgpu``: the IPython face, and loading and unloading the extension. Loading it is cheap: the subcommands
+and the core they call are imported on the first ``%tfgpu`` call (commands.py routes them; syntax.py is
+their table). Every user mistake is a one-line ``UsageError`` starting ``tfgpu:``; nothing here decides
+what a setting means."""
 
 from __future__ import annotations
 
@@ -13,34 +14,9 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
 from traitlets import Any, observe, validate
 
-from .inputs import OFF_WORDS, ON_WORDS, short_repr
-
-USAGE = """\
-%tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
-%tfgpu devices                       physical and logical devices; GPUs with physical index and TF name
-%tfgpu visible SPEC [--min-free SIZE]  SPEC: 0 | 1,3 | all | none | auto | auto:N (physical indices)
-%tfgpu growth on|off                 memory growth on every visible GPU
-%tfgpu limit SIZE|off [--gpu I]      memory cap: 1024 (MiB), 1.5GB, 2GiB, 512MiB or 40% of the GPU
-%tfgpu virtual NxSIZE|SIZE,...|off [--gpu I]  split a GPU into logical GPUs, e.g. 2x2GB
-%tfgpu cpus N|off                    split the CPU into N logical devices (placement lessons without a GPU)
-%tfgpu cpumem on|off                 TensorFlow's CPU allocator keeps memory figures (per-cell memory, no GPU)
-%tfgpu placement on|off|show|clear   capture TensorFlow's placement log into the notebook
-%%tfgpu device DEVICE                run the cell under tf.device(DEVICE) and show where its ops ran
-%tfgpu memory [--reset]              TensorFlow allocator memory per device, current and peak; recent cells
-%tfgpu panel [--close]               the live panel: devices, memory over time, cells, placement, controls
-%tfgpu log [quiet|all|raw]           TensorFlow's own log: the recent cells' full text, or how cells show it
-%tfgpu export [--tf1]                the settings as plain Python to paste into a script
-strategy = %tfgpu strategy           a MirroredStrategy over the logical devices
-%tfgpu reset                         drop settings that have not taken effect yet
-%tfgpu help [SUBCOMMAND]             this text, or one subcommand's usage and examples (also %tfgpu NAME?)
-
-Configuring magics take effect when TensorFlow is imported (run them first); after TensorFlow's first
-operation a changed setting is refused: restart the kernel and put the magic first.
-GB means GiB (1024 MiB). GPU indices are nvidia-smi's; every view also shows TensorFlow's GPU:N."""
-
-SUBCOMMANDS = ("status", "devices", "visible", "growth", "limit", "virtual", "cpus", "cpumem", "placement", "device",
-               "memory", "panel", "log", "export", "strategy", "reset", "help")
-
+from ..core.inputs import OFF_WORDS, ON_WORDS, short_repr
+from .context import LOADED, configure
+from .syntax import SUBCOMMANDS, USAGE
 
 
 @magics_class
@@ -75,7 +51,7 @@ class TfgpuMagics(Magics):
     @property
     def controller(self):
         if self._controller is None:
-            from .control import default_controller
+            from ..core.control import default_controller
 
             self._controller = default_controller()
         return self._controller
@@ -88,8 +64,8 @@ class TfgpuMagics(Magics):
     def live(self):
         """The kernel's live model: the process's own for the kernel's controller, else one of this object's."""
         if self._live is None:
-            from .control import default_controller
-            from .live import LiveModel, default_model
+            from ..core.control import default_controller
+            from ..core.live import LiveModel, default_model
 
             if self._controller is None or self._controller is default_controller():
                 self._live = default_model(self.controller)
@@ -97,6 +73,24 @@ class TfgpuMagics(Magics):
                 self._live = LiveModel(self.controller)
             self._live.interval = self.refresh_interval
         return self._live
+
+    # -- the panel ---------------------------------------------------------------------------------
+    def shown_panel(self):
+        """What `%tfgpu panel` shows, again and again, until it is closed."""
+        from .panel import Panel
+
+        if self._panel is None or self._panel.closed:
+            self._panel = Panel(model=self.live, magics=self)
+        return self._panel
+
+    def close_panels(self) -> int:
+        """Close every panel and stop the live model's refresher; returns how many panels were open."""
+        from .panel import close_all
+
+        closed = close_all()
+        if self._live is not None:
+            self._live.stop()
+        return closed
 
     # -- traitlets ---------------------------------------------------------------------------------
     @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval")
@@ -116,14 +110,12 @@ class TfgpuMagics(Magics):
     def apply_defaults(self) -> None:
         if not (self.default_growth or self.default_cpus):
             return  # the usual case: keep %load_ext from importing the core
-        from .commands import _configure
-        from .control import Change
-        from .plan import ALL
+        from ..core.changes import cpus_change, growth_change
 
         if self.default_growth and self.controller.plan.growth is None:
-            _configure(self, Change("growth", True, ALL, "%tfgpu growth on"))
+            configure(self, growth_change("on", "%tfgpu growth on"))
         if self.default_cpus and self.controller.plan.cpus is None:
-            _configure(self, Change("cpus", self.default_cpus, ALL, f"%tfgpu cpus {self.default_cpus}"))
+            configure(self, cpus_change(str(self.default_cpus), f"%tfgpu cpus {self.default_cpus}"))
 
     @observe("refresh_interval")
     def _refresh_interval_changed(self, change):
@@ -167,11 +159,11 @@ def _option_value(name: str, value):
     Raises ValueError with a one-line ``tfgpu:`` message. The bound is the one ``%tfgpu cpus`` uses
     (plan.parse_count), imported only when a CPU count is actually set, so %load_ext stays cheap."""
     if name == "refresh_interval":
-        from .live import check_interval
+        from ..core.live import check_interval
 
         return check_interval(value)
     if name == "log_mode":
-        from .tflog import MODES  # small, and loaded by %load_ext anyway (the placement face uses it)
+        from ..core.tflog import MODES  # small, and loaded by %load_ext anyway (the placement face uses it)
 
         if isinstance(value, str) and value.strip().lower() in MODES:
             return value.strip().lower()
@@ -189,7 +181,7 @@ def _option_value(name: str, value):
     expected = "expected a whole number from 1 to 256 (0 leaves TensorFlow's default)"
     if not isinstance(value, (int, str)) or isinstance(value, bool):
         raise ValueError(f"tfgpu: bad TfgpuMagics.default_cpus {short_repr(value)}: {expected}")
-    from .plan import PlanError, parse_count
+    from ..core.plan import PlanError, parse_count
 
     text = value if isinstance(value, str) else str(value) if value.bit_length() < 64 else "a 20+ digit number"
     try:
@@ -197,8 +189,6 @@ def _option_value(name: str, value):
     except PlanError as err:
         raise ValueError(f"{err} (0 leaves TensorFlow's default)") from None
 
-
-_loaded: dict[int, TfgpuMagics] = {}
 
 
 class _CellMemory:
@@ -230,25 +220,25 @@ class _CellMemory:
 def extension_magics(shell) -> TfgpuMagics:
     """The shell's %tfgpu, loading the extension first as `%load_ext tfgpu_magic` does (so `%unload_ext`
     undoes it and a later `%load_ext` says it is loaded)."""
-    if id(shell) not in _loaded:
+    if id(shell) not in LOADED:
         shell.extension_manager.load_extension("tfgpu_magic")
-    return _loaded[id(shell)]
+    return LOADED[id(shell)]
 
 
 def load_extension(shell) -> None:
-    if id(shell) in _loaded:
+    if id(shell) in LOADED:
         return
     magics = TfgpuMagics(shell=shell)
     shell.register_magics(magics)
     shell.configurables.append(magics)
     try:
-        from .placement_magic import PlacementController
+        from .placement import PlacementController
     except ImportError:
         PlacementController = None
     if PlacementController is not None:
         magics.placement = PlacementController(shell, log_mode=magics.log_mode)
         magics.placement.register()
-    _loaded[id(shell)] = magics
+    LOADED[id(shell)] = magics
     cells = magics._cell_memory = _CellMemory(magics)
     shell.events.register("pre_run_cell", cells.pre_run_cell)
     shell.events.register("post_run_cell", cells.post_run_cell)  # after placement's: its summary is ready
@@ -259,11 +249,38 @@ def load_extension(shell) -> None:
 
     magics.sidebar = SidebarChannel(magics)
     magics.sidebar.register(shell)  # only in a kernel: the JupyterLab sidebar's channel to the live model
+    _register_html_forms(shell, magics.placement)
     magics.apply_defaults()
 
 
+def _html_form(obj) -> str:
+    from ..render.placement import html_of  # the renderers load with the first summary shown, not at %load_ext
+
+    return html_of(obj)
+
+
+def _register_html_forms(shell, placement) -> None:
+    """The core's placement summaries and log blocks are data with a text repr; the shell shows them as HTML.
+    Their classes are loaded already (the placement face uses them), so this imports nothing."""
+    if placement is None:
+        return
+    from ..core.placement.summary import CellSummary, RecordTable
+    from ..core.tflog import LogBlock
+
+    formatter = shell.display_formatter.formatters["text/html"]
+    for kind in (CellSummary, RecordTable, LogBlock):
+        formatter.for_type(kind, _html_form)
+
+
+def _unregister_html_forms(shell) -> None:
+    formatter = shell.display_formatter.formatters["text/html"]
+    for kind in list(formatter.type_printers):
+        if formatter.type_printers[kind] is _html_form:
+            formatter.pop(kind)
+
+
 def unload_extension(shell) -> None:
-    magics = _loaded.pop(id(shell), None)
+    magics = LOADED.pop(id(shell), None)
     if magics is None:
         return
     from .completion import unregister as unregister_completion
@@ -276,10 +293,7 @@ def unload_extension(shell) -> None:
     if magics.sidebar is not None:
         magics.sidebar.unregister()
     if magics._live is not None:
-        from .panel import close_all
-
-        close_all()
-        magics._live.stop()
+        magics.close_panels()
     capturing = magics.placement is not None and magics.placement.mode == "on"
     if magics.placement is not None:
         magics.placement.unregister()
@@ -292,12 +306,13 @@ def unload_extension(shell) -> None:
         shell.magics_manager.magics[kind].pop("tfgpu", None)
     if magics in shell.configurables:
         shell.configurables.remove(magics)
+    _unregister_html_forms(shell)
 
 
 def _drop_pending(controller) -> list[str]:
     """Without the extension nothing would report on settings waiting for import: drop them and remove
     the import hook. Returns what was dropped, for the caller to say."""
-    from .runtime import TFState
+    from ..core.runtime import TFState
 
     dropped = []
     if controller.probe().state < TFState.IMPORTED and not controller.plan.is_empty():

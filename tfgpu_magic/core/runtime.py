@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import warn
 from .plan import ALL, Plan, format_mib, resolve_size
+from .warn import warn
 
 
 class TFState(enum.IntEnum):

@@ -14,9 +14,10 @@ controller, at most every few seconds; nothing here imports TensorFlow or starts
 from __future__ import annotations
 
 import re
-import textwrap
 import time
 from collections.abc import Callable
+
+from . import syntax
 
 # A longer line is no one typing: answering nothing at once beats parsing it on every key.
 MAX_LINE = 1000
@@ -29,65 +30,6 @@ _LINE = re.compile(r"^\s*(?P<assign>[A-Za-z_]\w*\s*=\s*)?(?P<escape>%%|%)tfgpu\s
 # `%tfgpu visible?` reaches IPython's object inspector as `visible`, the magic lost: the line is read
 # as `%tfgpu help visible` before IPython's own `?` handling sees it.
 _QUESTION = re.compile(r"^(?P<indent>\s*)%tfgpu\s+(?P<name>[A-Za-z]+)\s*\?\??\s*$")
-
-# What `%tfgpu help NAME` says beyond the usage line: why one would run it, and examples.
-DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "status": ("Whether TensorFlow is imported or running, each setting asked for and what became of it, "
-               "and one line per device. --json returns the same as a dict.",
-               ("%tfgpu", "%tfgpu status --json")),
-    "devices": ("Every physical and logical device; each GPU with nvidia-smi's index, TensorFlow's GPU:N, "
-                "memory, utilization and processes.",
-                ("%tfgpu devices", "info = %tfgpu devices --json")),
-    "visible": ("Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N GPUs "
-                "with the most free memory. Takes effect when TensorFlow is imported: run it first.",
-                ("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto:2 --min-free 10GB",
-                 "%tfgpu visible none")),
-    "growth": ("Memory growth: each GPU's memory is taken as needed instead of all at once, so other "
-               "notebooks can share the GPU. Takes effect when TensorFlow is imported.",
-               ("%tfgpu growth on",)),
-    "limit": ("A cap on the memory TensorFlow takes on each visible GPU, or on one with --gpu; sizes in MiB "
-              "unless a unit says otherwise, or a percentage of the GPU's total.",
-              ("%tfgpu limit 4GB", "%tfgpu limit 40% --gpu 1", "%tfgpu limit off")),
-    "virtual": ("Split a GPU into logical GPUs of the given sizes, to try multi-GPU code on one GPU.",
-                ("%tfgpu virtual 2x2GB", "%tfgpu virtual 1GB,3GB --gpu 0", "%tfgpu virtual off")),
-    "cpus": ("Split the CPU into N logical devices, so tf.device and MirroredStrategy lessons run without "
-             "a GPU. Takes effect when TensorFlow is imported.",
-             ("%tfgpu cpus 3", "%tfgpu cpus off")),
-    "cpumem": ("TensorFlow's CPU allocator keeps memory figures (TF_CPU_ALLOCATOR_USE_BFC=true), so `%tfgpu memory` "
-               "and the panel show per-cell memory on a machine without a GPU. Takes effect when TensorFlow's "
-               "runtime starts.",
-               ("%tfgpu cpumem on", "%tfgpu cpumem off")),
-    "placement": ("Capture TensorFlow's placement log into the notebook: each cell then shows where its ops "
-                  "ran. show lists the records kept, filtered by --device, --op, --cell; clear drops them.",
-                  ("%tfgpu placement on", "%tfgpu placement show --device GPU:0 --op MatMul",
-                   "%tfgpu placement status")),
-    "device": ("A cell magic: runs the cell under tf.device(DEVICE) and shows where each op ran, flagging "
-               "any op placed elsewhere.",
-               ("%%tfgpu device /GPU:0", "%%tfgpu device /CPU:1")),
-    "memory": ("TensorFlow's allocator figures per logical device, current and peak; --reset starts the "
-               "peaks again.",
-               ("%tfgpu memory", "%tfgpu memory --reset")),
-    "panel": ("The live panel (ipywidgets): devices in both numberings, each GPU's memory (what TensorFlow reserved "
-              "against what it uses) with a chart of the last minutes, the recent cells' memory, the placement log, "
-              "and controls for the settings while they can still change. It refreshes while cells run; --close "
-              "closes every panel and stops the refresh. In a terminal it prints the status.",
-              ("%tfgpu panel", "%config TfgpuMagics.refresh_interval = 2.0", "%tfgpu panel --close")),
-    "log": ("TensorFlow's own log under each cell: quiet folds information and shows warnings and errors, "
-            "all shows every line, raw leaves it as TensorFlow writes it. Alone: the recent cells' log.",
-            ("%tfgpu log", "%tfgpu log all")),
-    "export": ("The settings as plain Python for a script: tf.config calls, or a tf.compat.v1 ConfigProto "
-               "and Session with --tf1.",
-               ("%tfgpu export", "%tfgpu export --tf1")),
-    "strategy": ("A tf.distribute.MirroredStrategy over the logical GPUs (or CPUs when there is none), "
-                 "returned so it can be assigned.",
-                 ("strategy = %tfgpu strategy",)),
-    "reset": ("Drop the settings that have not taken effect yet; what TensorFlow already applied stays.",
-              ("%tfgpu reset",)),
-    "help": ("Every subcommand in one table, or one subcommand's usage and examples. Tab completes "
-             "subcommands, their words and GPU indices.",
-             ("%tfgpu help", "%tfgpu help limit", "%tfgpu limit?")),
-}
-
 
 # -- what a line can go on with ---------------------------------------------------------------------
 class _Spec:
@@ -138,10 +80,8 @@ class TfgpuCompleter:
 
     @staticmethod
     def _subcommands(cell: bool) -> tuple[str, ...]:
-        from .magics import SUBCOMMANDS
-
         # Only `device` runs a cell, and it runs nothing else.
-        return ("device",) if cell else tuple(s for s in SUBCOMMANDS if s != "device")
+        return ("device",) if cell else tuple(s for s in syntax.SUBCOMMANDS if s != "device")
 
     @staticmethod
     def _continue(spec: _Spec, args: list[str], fragment: str) -> list[str]:
@@ -178,8 +118,6 @@ class TfgpuCompleter:
 
     # -- each subcommand ---------------------------------------------------------------------------
     def _spec(self, name: str) -> _Spec:
-        from .commands import _PARSERS
-
         words: dict[str, Callable[[str], list[str]]] = {
             "growth": lambda f: ["on", "off"],
             "visible": self._visible_words,
@@ -187,17 +125,17 @@ class TfgpuCompleter:
             "virtual": lambda f: ["off"],
             "cpus": lambda f: ["off", *CPU_COUNTS],
             "cpumem": lambda f: ["on", "off"],
-            "panel": lambda f: ["--close"],
-            "placement": lambda f: list(_placement_words()),
+            "panel": lambda f: list(syntax.PANEL_OPTIONS),
+            "placement": lambda f: list(syntax.PLACEMENT_WORDS),
             "log": lambda f: list(_log_words()),
-            "help": lambda f: list(_all_subcommands()),
+            "help": lambda f: list(syntax.SUBCOMMANDS),
             "device": lambda f: self._devices(slash=not f or f.startswith("/")),
         }
         if name == "placement show":
-            options = {option: _none for option in _show_options()}
+            options = {option: _none for option in syntax.SHOW_OPTIONS}
             options["--device"] = lambda f: self._devices(slash=f.startswith("/"))
             return _Spec(0, _none, options)
-        parser = _PARSERS.get(name)
+        parser = syntax.parsers().get(name)
         if parser is None:  # a subcommand with its own argument reading: one word at most
             return _Spec(1 if name in words else 0, words.get(name, _none), {})
         values = {"--gpu": self._gpu_words}
@@ -255,27 +193,9 @@ def _starting(words: list[str], fragment: str) -> list[str]:
     return [w for w in dict.fromkeys(words) if w.lower().startswith(lowered)]
 
 
-def _all_subcommands() -> tuple[str, ...]:
-    from .magics import SUBCOMMANDS
-
-    return SUBCOMMANDS
-
-
-def _placement_words() -> tuple[str, ...]:
-    from .placement_magic import SUBCOMMANDS
-
-    return SUBCOMMANDS
-
-
-def _show_options() -> tuple[str, ...]:
-    from .placement_magic import SHOW_OPTIONS
-
-    return SHOW_OPTIONS
-
-
 def _log_words() -> tuple[str, ...]:
     try:
-        from .tflog import MODES
+        from ..core.tflog import MODES
     except ImportError:  # a tfgpu_magic without the log subcommand
         return ()
     return MODES
@@ -288,7 +208,7 @@ def _running_devices() -> list[str] | None:
 
     if "tensorflow" not in sys.modules:
         return None
-    from .placement import logical_devices
+    from ..core.placement import logical_devices
 
     return logical_devices()
 
@@ -392,19 +312,4 @@ def unregister(shell) -> None:
         shell.input_transformers_cleanup.remove(_question_to_help)
 
 
-# -- help for one subcommand ----------------------------------------------------------------------
-def subcommand_help(name: str, usage: str, parser=None) -> str:
-    """``%tfgpu help NAME``: its lines of the usage table, what it is for, its options and examples."""
-    pattern = re.compile(rf"%%?tfgpu \[?{re.escape(name)}\b")
-    lines = [line for line in usage.splitlines() if pattern.search(line)]
-    explanation, examples = DETAILS.get(name, ("", ()))
-    if explanation:
-        lines += ["", textwrap.fill(explanation, width=100)]
-    if parser is not None:
-        lines += ["", parser.format_help().strip()]
-    if examples:
-        lines += ["", "examples:", *(f"  {example}" for example in examples)]
-    return "\n".join(lines)
-
-
-__all__ = ["DETAILS", "TfgpuCompleter", "register", "subcommand_help", "unregister"]
+__all__ = ["TfgpuCompleter", "register", "unregister"]

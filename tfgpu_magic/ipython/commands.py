@@ -1,0 +1,221 @@
+"""The ``%tfgpu`` subcommands: an explicit router from each name to its handler, every handler taking one
+:class:`Call`. Imported on the first ``%tfgpu`` call rather than at ``%load_ext``,
+which then stays cheap (the core's dataclasses cost more to create than everything else the extension loads).
+
+Handlers parse nothing themselves (syntax.py holds the parsers), call the core, and render through render/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.display import display
+
+from ..core.changes import from_args
+from ..core.export import render_tf1, render_tf2
+from ..core.plan import PlanError, shown
+from ..core.runtime import TFState, probe
+from ..render import live_html
+from ..render.snapshot import ShownSnapshot, take
+from . import syntax
+from .context import Extension, configure
+
+
+@dataclass
+class Call:
+    """One ``%tfgpu`` line (or ``%%tfgpu`` cell) on its way to its handler."""
+
+    ext: Extension
+    name: str  # the subcommand, lower case
+    line: str  # the whole line after %tfgpu
+    argv: list[str] = field(default_factory=list)  # the words after the subcommand
+    cell: str | None = None
+    args: argparse.Namespace | None = None  # parsed, for subcommands with a parser (syntax.parsers())
+
+
+Handler = Callable[[Call], Any]
+
+
+def dispatch(ext: Extension, line: str, cell: str | None = None):
+    """Run one ``%tfgpu`` line (or ``%%tfgpu`` cell) for the loaded extension ``ext``."""
+    words = line.split()
+    name, argv = (words[0].lower(), words[1:]) if words else ("status", [])
+    if cell is not None and name != "device":
+        raise UsageError(f"tfgpu: {shown(name)} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
+    handler = ROUTES.get(name)
+    if handler is None:
+        raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(syntax.SUBCOMMANDS)} "
+                         "(`%tfgpu help` explains each)")
+    call = Call(ext, name, line, argv, cell)
+    try:
+        parser = syntax.parsers().get(name)
+        if parser is not None:
+            call.args = parser.parse_args(argv)
+        return handler(call)
+    except PlanError as err:
+        raise UsageError(str(err)) from None
+
+
+# -- configuring -------------------------------------------------------------------------------
+def setting(call: Call) -> None:
+    configure(call.ext, from_args(call.name, call.args, f"%tfgpu {call.line.strip()}"))
+
+
+def reset(call: Call) -> None:
+    dropped = call.ext.controller.reset()
+    print("tfgpu: reset: " + (f"dropped {', '.join(dropped)}" if dropped else "nothing was waiting"))
+
+
+# -- views -------------------------------------------------------------------------------------
+def snapshot(ext: Extension, list_devices: bool = False) -> ShownSnapshot:
+    placement = ext.placement.status() if ext.placement is not None else None
+    live = getattr(ext, "live", None)
+    return take(ext.controller, list_devices=list_devices, placement=placement,
+                peaks=live.peaks() if live is not None else None)
+
+
+def _show_text(text: str, page: str) -> None:
+    """The text form in a terminal, its HTML view (tables) in a notebook: one display, both forms."""
+    display({"text/plain": text, "text/html": page}, raw=True)
+
+
+def status(call: Call):
+    snap = snapshot(call.ext)
+    if call.args.json:
+        return snap.to_dict()
+    display(snap)
+
+
+def devices(call: Call):
+    snap = snapshot(call.ext, list_devices=True)
+    if call.args.json:
+        return snap.to_dict()
+    _show_text(snap.devices_text(), snap.devices_html())
+
+
+def memory(call: Call) -> None:
+    live = getattr(call.ext, "live", None)
+    if call.args.reset and probe().state >= TFState.INITIALIZED:
+        tf = sys.modules["tensorflow"]
+        for device in tf.config.list_logical_devices():
+            if device.device_type in ("GPU", "CPU"):
+                # CPUs share one allocator, and some builds do not track it at all.
+                with contextlib.suppress(ValueError, RuntimeError):
+                    tf.config.experimental.reset_memory_stats(device.name)
+        if live is not None:
+            live.reset_peaks()
+    snap = snapshot(call.ext)
+    if live is None:
+        _show_text("\n".join(snap.memory_lines()), snap.memory_html())
+        return
+    cells, allocators = live.cells(), {"devices": snap.to_dict()["tensorflow"]["memory"]}
+    _show_text("\n".join([*snap.memory_lines(), "", *live_html.cells_text(cells, allocators)]),
+               snap.memory_html() + live_html.cells_html(cells, allocators))
+
+
+def export(call: Call) -> None:
+    controller = call.ext.controller
+    plan = controller.plan
+    # Every GPU NVML lists, with None for an unknown total, so a percentage on a lost GPU is refused
+    # instead of exported as "no limit".
+    gpus = controller.nvml().gpus if plan.limits or plan.virtual else ()
+    totals = {g.index: g.memory_total_mib if isinstance(g.memory_total_mib, int) else None for g in gpus}
+    placement = bool(call.ext.placement and call.ext.placement.status().get("on"))
+    render = render_tf1 if call.args.tf1 else render_tf2
+    print(render(plan, totals, placement=placement), end="")
+
+
+def strategy(call: Call):
+    if probe().state is TFState.NOT_INSTALLED:
+        raise UsageError("tfgpu: strategy needs TensorFlow, which is not installed; "
+                         "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu) and restart the kernel")
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    names = [d.name for d in gpus or tf.config.list_logical_devices("CPU")]
+    made = tf.distribute.MirroredStrategy(names)
+    short = ", ".join(n.split("device:")[-1] for n in names)
+    print(f"tfgpu: MirroredStrategy over {made.num_replicas_in_sync} device(s): {short}")
+    return made
+
+
+def help_(call: Call) -> None:
+    if call.args.subcommand is None:
+        print(syntax.USAGE)
+        return
+    name = call.args.subcommand.lower()
+    if name not in syntax.SUBCOMMANDS:
+        raise UsageError(f"tfgpu: help: unknown subcommand {shown(call.args.subcommand)}; "
+                         f"valid: {', '.join(syntax.SUBCOMMANDS)}")
+    print(syntax.subcommand_help(name))
+
+
+# -- placement and the log: the placement face's own ---------------------------------------------------
+def _capture(call: Call, what: str = "placement capture is not available in this installation"):
+    if call.ext.placement is None:
+        raise UsageError(f"tfgpu: {what}")
+    return call.ext.placement
+
+
+def placement(call: Call):
+    return _capture(call).command(call.argv)
+
+
+def log(call: Call):
+    from .placement import log_command
+
+    capture = _capture(call, "TensorFlow's log is tamed by the placement capture, which is not available here")
+    return log_command(capture, call.argv)
+
+
+def device(call: Call):
+    if call.cell is None:
+        raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
+    if len(call.argv) != 1:
+        raise UsageError(f"tfgpu: device takes one device like /GPU:0 or /CPU:1, got {shown(' '.join(call.argv))}")
+    return _capture(call).run_cell_on_device(call.argv[0], call.cell)
+
+
+# -- the live panel ---------------------------------------------------------------------------------------
+def panel(call: Call) -> None:
+    ext = call.ext
+    if call.argv not in ([], list(syntax.PANEL_OPTIONS)):
+        raise UsageError(f"tfgpu: panel takes nothing or --close, not {shown(' '.join(call.argv))}; "
+                         "`%tfgpu panel` shows the live panel, `%tfgpu panel --close` closes every one")
+    if call.argv:
+        print(f"tfgpu: closed {ext.close_panels()} panel(s); the refresh has stopped")
+        return
+    if getattr(getattr(ext, "shell", None), "kernel", None) is None:
+        # A terminal (or any shell without a kernel) cannot show widgets: the same facts as text.
+        print(snapshot(ext).to_text())
+        print("tfgpu: the live panel needs a notebook front end (JupyterLab, Notebook 7, VS Code); "
+              "this is `%tfgpu status`")
+        return
+    display(ext.shown_panel())  # a second display is a second view of the same panel
+
+
+ROUTES: dict[str, Handler] = {
+    "status": status,
+    "devices": devices,
+    "visible": setting,
+    "growth": setting,
+    "limit": setting,
+    "virtual": setting,
+    "cpus": setting,
+    "cpumem": setting,
+    "placement": placement,
+    "device": device,
+    "memory": memory,
+    "panel": panel,
+    "log": log,
+    "export": export,
+    "strategy": strategy,
+    "reset": reset,
+    "help": help_,
+}

@@ -1,0 +1,62 @@
+"""What every ``%tfgpu`` handler and the panel's controls work with: the extension's parts in one named object,
+the one way a face applies a setting, and which shell has the extension loaded.
+
+``Extension`` is what ``TfgpuMagics`` is for a handler (its controller, live model, placement capture, sidebar
+channel); the panel's ``BareExtension`` stands in where the extension is not loaded.
+Refusals need nothing here: the controller records them and tells its listeners, whichever face asked.
+Cheap to import (``%load_ext`` does): the core loads with the first setting applied.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from IPython.core.error import UsageError
+
+if TYPE_CHECKING:
+    from ..core.changes import Change
+    from ..core.runtime import Outcome
+
+
+class Extension(Protocol):
+    """The loaded extension's parts, as handlers use them."""
+
+    controller: Any  # core.control.Controller
+    live: Any  # core.live.LiveModel
+    placement: Any  # ipython.placement.PlacementController, or None where capture is unavailable
+    sidebar: Any  # ipython.comm.SidebarChannel, or None outside a kernel
+    quiet: bool
+    shell: Any
+
+
+def outcome_line(command: str, outcome: Outcome) -> str:
+    detail = f" ({outcome.detail})" if outcome.detail else ""
+    return f"tfgpu: {command}: {outcome.status.value}{detail}"
+
+
+def configure(ext: Extension, change: Change) -> Outcome:
+    """Apply one change through the extension's controller and say what became of it (unless quiet). A bad
+    value or a refusal is a UsageError with the controller's message; nothing changed then."""
+    from ..core.plan import PlanError
+    from ..core.runtime import Status
+
+    try:
+        outcome = ext.controller.change(change)
+    except PlanError as err:  # RefusedError too: the controller has recorded it for the views
+        raise UsageError(str(err)) from None
+    if outcome.status is Status.PENDING:  # say what became of it when TensorFlow is imported
+        ext.controller.on_import_report = lambda line: None if ext.quiet else print(line)
+    if not ext.quiet:
+        print(outcome_line(change.command, outcome))
+    return outcome
+
+
+# id(shell) -> the extension loaded in it (magics.py adds and removes; the panel looks its shell's up here).
+LOADED: dict[int, Extension] = {}
+
+
+def loaded_in(shell: Any) -> Extension | None:
+    return LOADED.get(id(shell)) if shell is not None else None
+
+
+__all__ = ["LOADED", "Extension", "configure", "loaded_in", "outcome_line"]

@@ -1,0 +1,270 @@
+"""The text forms: the snapshot in 100 columns (a terminal, the CLI, IPython without HTML), and the sentences
+and figures that the HTML views (views.py) share with it. Functions over data already gathered: nothing here
+asks TensorFlow or NVML again."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..core.nvml import Unavailable
+from ..core.runtime import TFState
+
+if TYPE_CHECKING:  # types only: importing the snapshot would load the controller
+    from ..core.snapshot import Device, Memory, Snapshot
+
+WIDTH = 100  # every line within it, broken between words; only a single word longer than a line may overflow
+
+
+def sentence(text: str) -> str:
+    """A note as a sentence: a capital first letter, a full stop at the end."""
+    text = " ".join(str(text).split())
+    if not text:
+        return text
+    if text[0].islower():
+        text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else text + "."
+
+
+# -- 100 columns --------------------------------------------------------------------------------------
+
+
+def fit(text: str, indent: str = "  ", first: str = "", width: int = WIDTH) -> list[str]:
+    """One paragraph in lines of at most ``width``, broken between words; a word longer than a line (a
+    path, a long name) stays whole, as the one thing that may overflow."""
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[int] = (),
+               width: int = WIDTH, indent: str = "  ") -> list[str]:
+    """Columns padded to their widest cell; the last column (a detail, a process list) wraps between words
+    to keep rows within ``width``. A cell may be a list of items (processes): they are joined with commas
+    and wrap between items first."""
+    right = set(right)
+    cells = [[c if isinstance(c, list) else [str(c)] for c in row] for row in [header, *rows]]
+    flat = [[", ".join(c) for c in row] for row in cells]
+    widths = [max(len(row[k]) for row in flat) for k in range(len(header))]
+    lead = len(indent) + sum(w + 2 for w in widths[:-1])
+    # Too little room left: overflow rather than a column of single words; the header stays on one line.
+    room = max(width - lead, 24, len(flat[0][-1]))
+    lines = []
+    for row, joined in zip(cells, flat, strict=True):
+        padded = [s.rjust(w) if k in right else s.ljust(w) for k, (s, w) in enumerate(zip(joined, widths, strict=True))]
+        last = _wrap_items(row[-1], room) if len(joined[-1]) > room else [joined[-1]]
+        lines.append((indent + "  ".join([*padded[:-1], last[0]])).rstrip())
+        lines += [(" " * lead + more).rstrip() for more in last[1:]]
+    return lines
+
+
+def _wrap_items(items: list[str], room: int) -> list[str]:
+    lines: list[str] = []
+    line = ""
+    for k, item in enumerate(items):
+        piece = item + ("," if k < len(items) - 1 else "")
+        if line and len(line) + 1 + len(piece) <= room:
+            line = f"{line} {piece}"
+            continue
+        if line:
+            lines.append(line)
+        parts = fit(piece, indent="", width=room)  # an item longer than the column: between its words
+        lines += parts[:-1]
+        line = parts[-1]
+    return [*lines, line]
+
+
+def na(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, Unavailable):
+        return value.detail or value.reason.replace("_", " ")
+    return str(value)
+
+
+def figure(value: Any, unit: str, thousands: bool = True) -> str:
+    """A number with its unit; a missing figure is its reason alone, without a unit."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return na(value)
+    return f"{value:,}{unit}" if thousands else f"{value}{unit}"
+
+
+def memory_used_total(gpu, thousands: bool = True) -> str:
+    """"used / total MiB" of one GPU; when both come from one failed call, its reason once."""
+    used, total = gpu.memory_used_mib, gpu.memory_total_mib
+    if isinstance(used, int) and isinstance(total, int):
+        return f"{figure(used, '', thousands)} / {figure(total, '', thousands)} MiB"
+    if used == total:
+        return na(used)
+    return f"{figure(used, ' MiB', thousands)} / {figure(total, ' MiB', thousands)}"
+
+
+def memoryfigure(value: float | None) -> str:
+    """MiB with one decimal; an amount too small for it is "< 0.1" and nothing at all "0", never a made-up
+    "0.0"; None is no figure."""
+    if value is None:
+        return ""
+    if value == 0:
+        return "0"
+    if 0 < value < 0.05:
+        return "< 0.1"
+    return f"{value:,.1f}"
+
+
+def memory_rows(memory: Sequence[Memory]) -> list[tuple[str, str, str, str]]:
+    """Per logical device: current, peak, note. A device sharing another's allocator shows no figures of
+    its own (they are the other's, and would be counted twice)."""
+    return [(m.device, "" if m.shared_with else memoryfigure(m.current_mib),
+             "" if m.shared_with else memoryfigure(m.peak_mib),
+             m.note or (f"shares {m.shared_with}'s allocator" if m.shared_with else "")) for m in memory]
+
+
+# -- placement capture, in sentences ------------------------------------------------------------------------
+_ROUTES = {
+    "log at import": ": TensorFlow's placement log starts when TensorFlow is imported",
+    "log": ", reading TensorFlow's placement log",
+    "run_metadata": ", reading run metadata only (ops and functions compiled from now on)",
+}
+
+
+def placement_sentences(status: dict) -> list[str]:
+    """Placement capture's state (``PlacementController.status()``) as sentences: what it does, what it keeps,
+    then its notes. Text: each sentence plain; HTML: each escaped."""
+    mode = status.get("mode")
+    if mode == "on":
+        first = "Placement capture is on" + _ROUTES.get(status.get("route"), ", with nothing to read yet") + "."
+    elif mode == "off":
+        first = "Placement capture is off (`%tfgpu placement on` turns it back on)."
+    else:
+        first = "Placement capture is off: never switched on (`%tfgpu placement on` shows where each op runs)."
+    sentences = [first]
+    records, dropped, maxlen = status.get("records", 0), status.get("dropped", 0), status.get("maxlen", 0)
+    if mode in ("on", "off") or records or dropped:
+        sentences.append(f"{records:,} records kept, {dropped:,} dropped (the ring buffer holds {maxlen:,}).")
+    at_init = status.get("tf_log_at_init")
+    if at_init is not None:
+        sentences.append(f"TensorFlow's placement log was {'on' if at_init else 'off'} when its runtime started.")
+    return sentences + [sentence(n) for n in status.get("notes") or ()]
+
+
+# -- the snapshot ---------------------------------------------------------------------------------------
+
+
+def tf_line(snap: Snapshot) -> str:
+    version = f" {snap.tf_version}" if snap.tf_version else ""
+    return f"TensorFlow{version}: {snap.tf_state.label} ({snap.state_note})"
+
+
+def settings_lines(snap: Snapshot) -> list[str]:
+    notes = [line for n in snap.notes for line in fit(f"Note: {n}")]
+    if not snap.settings:
+        return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
+    rows = [(s["setting"], s["asked"], s["status"], s["detail"]) for s in snap.settings]
+    return ["Settings:", *text_table(("setting", "asked", "status", "detail"), rows), *notes]
+
+
+def physical_sentence(snap: Snapshot) -> str:
+    if snap.physical_devices is None:
+        return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them)"
+    return "TensorFlow physical devices: " + (", ".join(_device_label(d) for d in snap.physical_devices) or "none")
+
+
+def logical_sentence(snap: Snapshot) -> str | None:
+    if snap.logical_devices is None:
+        if snap.tf_state >= TFState.IMPORTED:
+            return "TensorFlow logical devices: appear when the runtime starts (its first operation)"
+        return None
+    return "TensorFlow logical devices: " + (", ".join(d.name for d in snap.logical_devices) or "none")
+
+
+def device_sentences(snap: Snapshot) -> list[str]:
+    return [line for line in (physical_sentence(snap), logical_sentence(snap)) if line]
+
+
+def device_lines(snap: Snapshot) -> list[str]:
+    return [line for text in device_sentences(snap) for line in fit(text)]
+
+
+def nvml_versions(snap: Snapshot) -> str:
+    def named(label: str, value) -> str:
+        # The adapter's details name their field already ("driver version: ..."): no label twice.
+        return value.detail if isinstance(value, Unavailable) and value.detail else f"{label} {na(value)}"
+
+    return f"{named('driver', snap.nvml.driver_version)}, {named('CUDA', snap.nvml.cuda_driver_version)}"
+
+
+def kernel_memory_sentences(snap: Snapshot) -> list[str]:
+    lines = []
+    for own in snap.kernel_gpu_memory:
+        where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
+        lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
+                     f"{figure(own['used_mib'], ' MiB', thousands=False)}, from {own['source'].replace('_', ' ')}"
+                     + (f" ({own['note']})" if own.get("note") else ""))
+    return lines
+
+
+def gpu_lines(snap: Snapshot) -> list[str]:
+    if not snap.nvml.available:
+        return fit(f"GPUs (NVML): unavailable: {na(snap.nvml.error)}")
+    head = f"GPUs (NVML, {nvml_versions(snap)}):"
+    if not snap.nvml.gpus:
+        if snap.nvml.error is not None:  # no list because the count failed: "none" would be untrue
+            # One line, unwrapped: the head and why the count failed belong together.
+            return [head + f" unknown: the count could not be read ({na(snap.nvml.error)})"]
+        return [head + " none"]
+    rows = []
+    for gpu in snap.nvml.gpus:
+        tf_name = snap.tf_gpu_names.get(gpu.index, "-")
+        if gpu.error is not None:
+            name = gpu.name if isinstance(gpu.name, str) else "?"
+            rows.append((str(gpu.index), tf_name, name, f"unavailable: {na(gpu.error)}", "", ""))
+            continue
+        memory = memory_used_total(gpu, thousands=False)
+        procs = gpu.processes
+        if isinstance(procs, Unavailable):
+            proc_text = na(procs)  # the column says these are processes; the detail often does too
+        else:
+            # A list: the column wraps between processes before it wraps inside one.
+            proc_text = [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+                         + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
+        utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False)
+        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, utilization, proc_text))
+    lines = [head, *text_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
+                               rows)]
+    if snap.numbering.get("note"):
+        lines += fit(f"Numbering: {snap.numbering['note']}")
+    lines += [line for text in kernel_memory_sentences(snap) for line in fit(text)]
+    return lines
+
+
+def memory_lines(snap: Snapshot) -> list[str]:
+    if snap.memory is None:
+        return ["TensorFlow memory: nothing allocated yet (the runtime has not started)"]
+    return ["TensorFlow allocator memory (MiB):",
+            *text_table(("device", "current", "peak", "note"), memory_rows(snap.memory), right=(1, 2))]
+
+
+def placement_lines(snap: Snapshot) -> list[str]:
+    """Placement capture as sentences (what it does, what it keeps), then each of its notes."""
+    if not snap.placement:
+        return []
+    sentences = placement_sentences(snap.placement)
+    notes = len(snap.placement.get("notes") or ())
+    said = sentences[:len(sentences) - notes]
+    return fit(" ".join(said)) + [line for n in sentences[len(said):] for line in fit(n, first="  ", indent="    ")]
+
+
+def devices_text(snap: Snapshot) -> str:
+    return "\n".join([*fit(tf_line(snap)), *device_lines(snap), *gpu_lines(snap)])
+
+
+def status_text(snap: Snapshot) -> str:
+    lines = [*fit(tf_line(snap)), *settings_lines(snap), *device_lines(snap), *gpu_lines(snap),
+             *placement_lines(snap)]
+    return "\n".join(lines)
+
+
+def _device_label(device: Device) -> str:
+    if device.physical_index is not None:
+        return f"{device.name} (physical GPU {device.physical_index})"
+    return device.name
