@@ -15,7 +15,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_CHECK = node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' \
 	|| { echo "make: the sidebar is built with Node.js 20.19 or newer (found: $$(node --version 2>/dev/null || echo none))"; exit 1; }
 LABEXT := tfgpu_magic/labextension/package.json
-LABEXT_SOURCES := package.json tsconfig.json yarn.lock $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*.json)
+LABEXT_SOURCES := package.json tsconfig.json yarn.lock $(wildcard labextension/src/*.ts labextension/src/model/*.ts labextension/style/* labextension/schema/*.json)
 JLPM = PATH="$(abspath $(BIN)):$$PATH" $(abspath $(BIN))/jlpm
 
 $(STAMP): pyproject.toml

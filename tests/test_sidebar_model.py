@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_frontend_model_unit_tests_pass():
     node = shutil.which("node")
     assert node, "Node.js is needed to test the sidebar's model (make setup checks for 20.19+)"
-    assert (ROOT / "lib" / "model.js").exists(), "lib/model.js is missing: `make setup` (or jlpm build) compiles it"
+    assert (ROOT / "lib" / "model" / "index.js").exists(), \
+        "lib/model/index.js is missing: `make setup` (or jlpm build) compiles it"
     tests = sorted((ROOT / "labextension" / "test").glob("*.test.mjs"))
     assert tests, "no frontend tests found"
     proc = subprocess.run([node, "--test", *map(str, tests)], cwd=ROOT, capture_output=True, text=True, timeout=120)

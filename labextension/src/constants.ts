@@ -2,6 +2,13 @@
  * Every id, name and path the sidebar shares with JupyterLab or with the Python side, in one place.
  */
 
+// schema and protocol versions; the Python side names the same five in tfgpu_magic/core/version.py
+export const SNAPSHOT_SCHEMA = 1;   // the snapshot's JSON shape (kernel section)
+export const GPUS_SCHEMA = 1;       // GET tfgpu/api/gpus document
+export const COMM_PROTOCOL = 1;     // messages on the tfgpu comm
+export const COMM_OPEN_VERSION = 1; // the comm's open request
+export const SAVED_VERSION = 1;     // notebook metadata.tfgpu version
+
 /** The npm package and the plugin id (its settings schema is labextension/schema/sidebar.json). */
 export const PACKAGE = 'tfgpu_magic';
 export const PLUGIN_ID = `${PACKAGE}:sidebar`;
@@ -30,9 +37,9 @@ export const API_GPUS = 'gpus';
 
 /** The kernel comm target that `%load_ext tfgpu_magic` registers, and what the sidebar opens it with. */
 export const COMM_TARGET = 'tfgpu';
-export const COMM_OPEN_DATA = { request: 'subscribe', version: 1 };
+export const COMM_OPEN_DATA = { request: 'subscribe', version: COMM_OPEN_VERSION };
 
-/** The notebook metadata key that carries the saved settings (its shape: model.ts `readSaved`). */
+/** The notebook metadata key that carries the saved settings (its shape: model/saved.ts `readSaved`). */
 export const METADATA_KEY = 'tfgpu';
 
 /** Comm requests the sidebar sends besides the open: stop and start sampling while it is hidden / shown. */
@@ -41,6 +48,19 @@ export const COMM_RESUME = { request: 'resume' };
 
 /** The code cell the "Load tfgpu_magic" button inserts at the top of the notebook. */
 export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
+
+/**
+ * The Python the sidebar runs in a kernel to apply the saved settings at its start (model/apply.ts): the
+ * module, the user expression that reads its result back, and the call with the metadata document.
+ */
+export const PY_APPLY_MODULE = 'tfgpu_magic.ipython.apply';
+/** `__import__('a.b.c')` returns the top package `a`: the module is then reached as `a.b.c` again. */
+const PY_APPLY = `__import__('${PY_APPLY_MODULE}').${PY_APPLY_MODULE.split('.').slice(1).join('.')}`;
+export const PY_APPLY_USER_EXPRESSION = `${PY_APPLY}.last_result()`;
+/** The apply call; the document's JSON text goes in as a JSON string literal, which Python reads too. */
+export function pyApplyCall(documentJson: string): string {
+  return `${PY_APPLY}.apply_json(${JSON.stringify(documentJson)})`;
+}
 
 /** The translation domain of every string a person reads. */
 export const TRANSLATION_DOMAIN = PACKAGE;

@@ -1,5 +1,5 @@
 /**
- * DOM for the sidebar, built from what model.ts returns. Text goes in with `textContent` only: a
+ * DOM for the sidebar, built from what model/ returns. Text goes in with `textContent` only: a
  * notebook named `<img src=x onerror=...>.ipynb` shows as that text and nothing else.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';

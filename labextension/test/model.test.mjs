@@ -1,4 +1,4 @@
-// Unit tests of the sidebar's pure model (labextension/src/model.ts, compiled to lib/model.js by `jlpm build:lib`).
+// Unit tests of the sidebar's pure model (labextension/src/model/, compiled to lib/model/ by `jlpm build:lib`).
 // Plain Node: `node --test labextension/test/` (`jlpm test`), no extra dependency.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,7 +21,7 @@ import {
   serverView,
   show,
   strfmt
-} from '../../lib/model.js';
+} from '../../lib/model/index.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 const gpus = fixture('gpus.json');

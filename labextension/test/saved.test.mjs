@@ -1,4 +1,4 @@
-// Unit tests of the saved settings' pure logic (labextension/src/model.ts): the metadata's shape, the first cell,
+// Unit tests of the saved settings' pure logic (labextension/src/model/): the metadata's shape, the first cell,
 // the silent apply's code and reply, the kernel's refusals and its comm answers. `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,7 +23,7 @@ import {
   SETTING_NAMES,
   settingLines,
   settingsFromEditor
-} from '../../lib/model.js';
+} from '../../lib/model/index.js';
 
 const ALL = {
   visible: '1',
@@ -189,12 +189,12 @@ test('SETTING_NAMES is the kernel order', () => {
 test('applyCode passes the document as a JSON string literal that Python reads as the same JSON', () => {
   const doc = { version: 1, apply_on_start: true, settings: { cpus: '3', limit: ['2GB --gpu 0'], visible: 'a"b\\c\n' } };
   const code = applyCode(doc);
-  assert.ok(code.startsWith("__import__('tfgpu_magic.saved').saved.apply_json(\""), code);
+  assert.ok(code.startsWith("__import__('tfgpu_magic.ipython.apply').ipython.apply.apply_json(\""), code);
   assert.ok(code.endsWith('")'));
-  const literal = code.slice("__import__('tfgpu_magic.saved').saved.apply_json(".length, -1);
+  const literal = code.slice("__import__('tfgpu_magic.ipython.apply').ipython.apply.apply_json(".length, -1);
   assert.deepEqual(JSON.parse(JSON.parse(literal)), doc);
   assert.ok(!literal.includes('\n'), 'one line');
-  assert.equal(APPLY_USER_EXPRESSION, "__import__('tfgpu_magic.saved').saved.last_result()");
+  assert.equal(APPLY_USER_EXPRESSION, "__import__('tfgpu_magic.ipython.apply').ipython.apply.last_result()");
 });
 
 const okReply = result => ({

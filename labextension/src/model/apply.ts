@@ -1,0 +1,268 @@
+/**
+ * Applying the saved settings at kernel start: the code and user expression the sidebar sends (their Python
+ * is in constants.ts), the execute reply as an `ApplyReply`, the apply-status line, and the kernel's
+ * refusals and other comm messages (validate answers, restart requests).
+ */
+
+import { PY_APPLY_USER_EXPRESSION, pyApplyCall } from '../constants.js';
+import { plainTrans, Trans } from './format.js';
+import { Level, Sections, statusWords, text } from './notebook.js';
+import { checkSettings, isPlainObject, SavedDocument, SavedSettings, SETTING_NAMES, shortJSON } from './saved.js';
+
+// -- applying them at kernel start --------------------------------------------------------------------------
+
+/** What the silent apply asks back: the kernel's result of the apply, as JSON. */
+export const APPLY_USER_EXPRESSION = PY_APPLY_USER_EXPRESSION;
+
+/**
+ * The code the sidebar runs silently at kernel start. The document goes in as a JSON string literal,
+ * which is a valid Python string literal too.
+ */
+export function applyCode(saved: SavedDocument | unknown): string {
+  return pyApplyCall(JSON.stringify(saved));
+}
+
+/** One setting's outcome as the kernel reports it. */
+export interface ApplyOutcome {
+  setting: string;
+  asked: string;
+  status: string;
+  detail: string;
+}
+
+/**
+ * What became of the silent apply, from its execute reply:
+ * - `result`: the kernel ran it; `ok` false means it applied nothing and `message` says why;
+ * - `not-installed`: tfgpu_magic is not importable in the kernel;
+ * - `interrupted`: aborted, interrupted, or the kernel went away before it answered;
+ * - `error`: anything else (a bug, a kernel that is not Python): `message` has the kernel's words.
+ */
+export type ApplyReply =
+  | { kind: 'result'; ok: boolean; message: string | null; outcomes: ApplyOutcome[]; placement: 'on' | 'off' | null }
+  | { kind: 'not-installed'; message: string }
+  | { kind: 'interrupted' }
+  | { kind: 'error'; message: string };
+
+const NOT_INSTALLED = new Set(['ModuleNotFoundError', 'ImportError']);
+
+function errorWords(content: { ename?: unknown; evalue?: unknown }, trans: Trans): string {
+  const ename = typeof content.ename === 'string' ? content.ename : '';
+  const evalue = typeof content.evalue === 'string' ? content.evalue : '';
+  return [ename, evalue].filter(Boolean).join(': ') || trans.__('unknown error');
+}
+
+/** Read the execute reply's content (null: no reply came, the future was canceled). */
+export function parseApplyReply(content: unknown, trans: Trans = plainTrans): ApplyReply {
+  if (!isPlainObject(content)) {
+    return { kind: 'interrupted' };
+  }
+  const status = content.status;
+  if (status === 'abort' || status === 'aborted') {
+    return { kind: 'interrupted' };
+  }
+  if (status === 'error') {
+    if (content.ename === 'KeyboardInterrupt') {
+      return { kind: 'interrupted' };
+    }
+    if (typeof content.ename === 'string' && NOT_INSTALLED.has(content.ename)) {
+      return { kind: 'not-installed', message: errorWords(content, trans) };
+    }
+    return { kind: 'error', message: errorWords(content, trans) };
+  }
+  if (status !== 'ok') {
+    return { kind: 'error', message: trans.__('unexpected reply status %1', shortJSON(status, 30)) };
+  }
+  const expressions = isPlainObject(content.user_expressions) ? content.user_expressions : {};
+  const expression = expressions.tfgpu;
+  if (!isPlainObject(expression)) {
+    return { kind: 'error', message: trans.__('the kernel returned no result') };
+  }
+  if (expression.status !== 'ok') {
+    if (typeof expression.ename === 'string' && NOT_INSTALLED.has(expression.ename)) {
+      return { kind: 'not-installed', message: errorWords(expression, trans) };
+    }
+    return { kind: 'error', message: errorWords(expression, trans) };
+  }
+  const data = isPlainObject(expression.data) ? expression.data : {};
+  const result = data['application/json'];
+  if (!isPlainObject(result) || typeof result.ok !== 'boolean') {
+    return { kind: 'error', message: trans.__('unexpected result %1', shortJSON(data['text/plain'] ?? result)) };
+  }
+  const outcomes: ApplyOutcome[] = (Array.isArray(result.outcomes) ? result.outcomes : [])
+    .filter(isPlainObject)
+    .map(o => ({
+      setting: typeof o.setting === 'string' ? o.setting : '',
+      asked: typeof o.asked === 'string' ? o.asked : '',
+      status: typeof o.status === 'string' ? o.status : '',
+      detail: typeof o.detail === 'string' ? o.detail : ''
+    }));
+  const placement = result.placement === 'on' || result.placement === 'off' ? result.placement : null;
+  return {
+    kind: 'result',
+    ok: result.ok,
+    message: typeof result.message === 'string' && result.message ? result.message : null,
+    outcomes,
+    placement
+  };
+}
+
+/**
+ * Where the saved settings of one notebook stand, as the sidebar shows it:
+ * - `applying`: sent at kernel start, no answer yet;
+ * - `done`: the kernel answered (`afterRestart`: the start was our "Restart kernel and apply");
+ * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why).
+ */
+export type ApplyState =
+  | { kind: 'applying'; afterRestart: boolean; settings?: SavedSettings }
+  | { kind: 'done'; reply: ApplyReply; afterRestart: boolean; kernelName: string; settings?: SavedSettings }
+  | { kind: 'skipped'; message: string };
+
+/**
+ * Whether the notebook's saved settings differ from those its kernel was given at its start (they were
+ * edited since): the sidebar then says they apply at the next start.
+ */
+export function savedChangedSince(state: ApplyState | null, saved: SavedSettings | null): boolean {
+  if (!state || state.kind === 'skipped' || !state.settings) {
+    return false;
+  }
+  const order = (settings: SavedSettings | null) => JSON.stringify(SETTING_NAMES.map(name => settings?.[name] ?? null));
+  return order(state.settings) !== order(saved);
+}
+
+/** "cpus 3 → applied (3 logical CPUs); placement on". */
+export function outcomesText(
+  outcomes: ApplyOutcome[],
+  placement: 'on' | 'off' | null,
+  trans: Trans = plainTrans
+): string {
+  const parts = outcomes.map(o => {
+    const words = statusWords(o.status, trans).words;
+    const head = trans.__('%1 %2 → %3', o.setting, o.asked, words).replace(/\s+/g, ' ');
+    // "waiting for import" says it all: its detail ("applied when TensorFlow is imported") only repeats it.
+    return o.detail && o.status !== 'pending' ? trans.__('%1 (%2)', head, o.detail) : head;
+  });
+  if (placement !== null) {
+    parts.push(placement === 'on' ? trans.__('placement on') : trans.__('placement off'));
+  }
+  return parts.join('; ');
+}
+
+/** The apply-status line of the "Saved settings" section (null state: nothing was applied here). */
+export function applyStatusView(
+  state: ApplyState | null,
+  trans: Trans = plainTrans
+): { text: string; level: Level; retry: boolean } | null {
+  if (state === null) {
+    return null;
+  }
+  if (state.kind === 'skipped') {
+    return { text: trans.__('Saved settings not applied at kernel start: %1', state.message), level: 'error', retry: false };
+  }
+  if (state.kind === 'applying') {
+    return {
+      text: state.afterRestart
+        ? trans.__('Kernel restarting; applying the saved settings…')
+        : trans.__('Applying the saved settings…'),
+      level: 'info',
+      retry: false
+    };
+  }
+  const reply = state.reply;
+  switch (reply.kind) {
+    case 'result': {
+      if (!reply.ok) {
+        return {
+          text: trans.__('Saved settings refused at kernel start, none applied: %1', reply.message ?? trans.__('no reason given')),
+          level: 'error',
+          retry: false
+        };
+      }
+      const what = outcomesText(reply.outcomes, reply.placement, trans) || trans.__('nothing to apply');
+      return {
+        text: state.afterRestart
+          ? trans.__('Kernel restarted; saved settings applied: %1', what)
+          : trans.__('Applied at kernel start: %1', what),
+        level: 'ok',
+        retry: false
+      };
+    }
+    case 'not-installed':
+      return {
+        text: trans.__(
+          "tfgpu_magic is not installed in this kernel's environment (%1): run `%pip install tfgpu_magic` in a cell of this notebook, then restart the kernel",
+          state.kernelName || trans.__('unknown kernel')
+        ),
+        level: 'error',
+        retry: false
+      };
+    case 'interrupted':
+      return { text: trans.__('applying the saved settings was interrupted'), level: 'warn', retry: true };
+    case 'error':
+      return { text: trans.__('applying the saved settings failed: %1', reply.message), level: 'error', retry: true };
+  }
+}
+
+// -- the kernel's refusals and its other messages ------------------------------------------------------
+
+export interface RefusedRow {
+  key: string;
+  setting: string;
+  asked: string;
+  message: string;
+}
+
+/**
+ * Settings the user asked for that the kernel refused as too late (its `kernel` section's `refused`), and
+ * what a restart should apply instead (its `wanted`, in the metadata's settings form; null when absent or
+ * not of that shape).
+ */
+export function refusedView(
+  kernel: Sections | null | undefined,
+  trans: Trans = plainTrans
+): { rows: RefusedRow[]; wanted: SavedSettings | null } {
+  const refused: unknown[] = kernel && Array.isArray(kernel.refused) ? kernel.refused : [];
+  const rows = refused.filter(isPlainObject).map((r, i) => {
+    const setting = text(r.setting, trans);
+    const asked = text(r.asked, trans);
+    return {
+      key: `refused-${setting}-${i}`,
+      setting,
+      asked,
+      message: text(r.message, trans) || trans.__('%1 %2 was refused: the runtime has started', setting, asked)
+    };
+  });
+  const checked = kernel && kernel.wanted !== undefined ? checkSettings(kernel.wanted, trans) : null;
+  return { rows, wanted: checked && checked.ok ? checked.settings : null };
+}
+
+/** The kernel's answer to `{"request": "validate"}`: `errors` maps a setting ("" for the whole) to its message. */
+export interface Validated {
+  id: number;
+  ok: boolean;
+  errors: { [setting: string]: string };
+}
+
+/** A comm message of type `validated`, or null when it is not one. */
+export function parseValidated(data: unknown): Validated | null {
+  if (!isPlainObject(data) || data.type !== 'validated' || typeof data.id !== 'number') {
+    return null;
+  }
+  const errors: { [setting: string]: string } = {};
+  if (isPlainObject(data.errors)) {
+    for (const [name, message] of Object.entries(data.errors)) {
+      if (typeof message === 'string' && message) {
+        errors[name] = message;
+      }
+    }
+  }
+  return { id: data.id, ok: data.ok === true && Object.keys(errors).length === 0, errors };
+}
+
+/** A comm message `{"type": "request", "action": "restart-and-apply", "settings": {...}}`, or null. */
+export function parseKernelRequest(data: unknown): { action: 'restart-and-apply'; settings: SavedSettings } | null {
+  if (!isPlainObject(data) || data.type !== 'request' || data.action !== 'restart-and-apply') {
+    return null;
+  }
+  const checked = checkSettings(data.settings ?? {});
+  return checked.ok ? { action: 'restart-and-apply', settings: checked.settings } : null;
+}

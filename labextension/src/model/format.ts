@@ -1,0 +1,145 @@
+/**
+ * Formatting for the sidebar's model: the translation interface (`Trans`, `strfmt`, `plainTrans`), the
+ * server's "not available" values (NA), numbers, sizes and durations as text, and `show` (one value as text).
+ */
+
+// -- translation ---------------------------------------------------------------------------------------
+
+/** The part of JupyterLab's `TranslationBundle` the model uses. Placeholders are `%1`, `%2` ... */
+export interface Trans {
+  __(msgid: string, ...args: any[]): string;
+  /** Plural form: `n` fills `%1`, the other arguments `%2` ... (as in JupyterLab's gettext). */
+  _n(msgid: string, msgidPlural: string, n: number, ...args: any[]): string;
+}
+
+/** JupyterLab's placeholder rule: `%1` is the first argument, `%%` a literal percent sign. */
+export function strfmt(fmt: string, ...args: any[]): string {
+  return fmt
+    .replace(/%%/g, '%% ')
+    .replace(/%(\d+)/g, (_whole, i) => String(args[Number(i) - 1]))
+    .replace(/%% /g, '%');
+}
+
+/** English, untranslated: what the sidebar shows without a language pack. */
+export const plainTrans: Trans = {
+  __: (msgid, ...args) => strfmt(msgid, ...args),
+  _n: (msgid, msgidPlural, n, ...args) => strfmt(n === 1 ? msgid : msgidPlural, n, ...args)
+};
+
+// -- "not available" values and numbers --------------------------------------------------------------------
+
+/** The server's marker for a figure NVML could not give: it may replace any GPU field. */
+export interface NA {
+  unavailable: string;
+  detail?: string | null;
+}
+
+export function isNA(value: unknown): value is NA {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof (value as NA).unavailable === 'string'
+  );
+}
+
+/** What the sidebar prints for one value: its text, a tooltip (why it is missing), and whether it is missing. */
+export interface Shown {
+  text: string;
+  title: string;
+  na: boolean;
+}
+
+/** Why a value is missing, in words: the server's detail, or else the kind of failure. */
+export function naReason(value: NA, trans: Trans = plainTrans): string {
+  if (typeof value.detail === 'string' && value.detail.trim()) {
+    return value.detail;
+  }
+  switch (value.unavailable) {
+    case 'not_supported':
+      return trans.__('not supported by this GPU or driver');
+    case 'no_permission':
+      return trans.__('no permission to read it');
+    case 'gpu_lost':
+      return trans.__('the GPU is lost');
+    case 'function_not_found':
+      return trans.__('the driver lacks this function');
+    default:
+      return trans.__('NVML reported an error');
+  }
+}
+
+export function isNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+/** An integer with thousands separators: 40960 -> "40,960" (the value is rounded first). */
+export function formatInt(value: number): string {
+  const digits = String(Math.round(Math.abs(value)));
+  const sign = value < 0 && digits !== '0' ? '-' : '';
+  return sign + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+/** A MiB figure without its unit: whole numbers with separators, small fractions to one decimal. */
+export function formatMiBNumber(value: number): string {
+  if (Number.isInteger(value) || Math.abs(value) >= 100) {
+    return formatInt(value);
+  }
+  const fixed = (Math.round(value * 10) / 10).toFixed(1);
+  return fixed.endsWith('.0') ? formatInt(value) : fixed;
+}
+
+/** "1,024 MiB". */
+export function formatMiB(value: number, trans: Trans = plainTrans): string {
+  return trans.__('%1 MiB', formatMiBNumber(value));
+}
+
+/** A change of memory with its sign: "+4 MiB", "−2.5 MiB", "0 MiB". */
+export function formatDeltaMiB(value: number, trans: Trans = plainTrans): string {
+  const rounded = Math.round(value * 10) / 10;
+  if (rounded === 0) {
+    return formatMiB(0, trans);
+  }
+  const sign = rounded > 0 ? '+' : '\u2212';
+  return sign + formatMiB(Math.abs(value), trans);
+}
+
+/** A cell's duration: "10 ms", "3.1 s", "2 min 5 s". */
+export function formatDuration(seconds: number, trans: Trans = plainTrans): string {
+  if (seconds < 1) {
+    return trans.__('%1 ms', formatInt(seconds * 1000));
+  }
+  if (seconds < 60) {
+    return trans.__('%1 s', (Math.round(seconds * 10) / 10).toFixed(1));
+  }
+  const whole = Math.round(seconds);
+  return trans.__('%1 min %2 s', formatInt(Math.floor(whole / 60)), String(whole % 60));
+}
+
+const NA_TEXT = (trans: Trans) => trans.__('n/a');
+
+/**
+ * One value as text. NA becomes "n/a" with its reason as the tooltip; a number goes through `format`;
+ * a missing value (null/undefined) becomes `missing` ("n/a" unless told); anything else is a bug of the
+ * answer and says so rather than printing [object Object].
+ */
+export function show(
+  value: unknown,
+  format: (value: number) => string = formatInt,
+  trans: Trans = plainTrans,
+  missing?: string
+): Shown {
+  if (isNA(value)) {
+    return { text: NA_TEXT(trans), title: naReason(value, trans), na: true };
+  }
+  if (isNumber(value)) {
+    return { text: format(value), title: '', na: false };
+  }
+  if (typeof value === 'string') {
+    return { text: value, title: '', na: false };
+  }
+  if (value === null || value === undefined) {
+    return { text: missing ?? NA_TEXT(trans), title: '', na: true };
+  }
+  return { text: NA_TEXT(trans), title: trans.__('unexpected value from the server'), na: true };
+}

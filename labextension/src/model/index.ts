@@ -1,0 +1,21 @@
+/**
+ * The sidebar's pure model: it turns the server's GET tfgpu/api/gpus answer and the kernel comm's
+ * messages into the rows the sidebar shows. It imports nothing but constants.ts (no JupyterLab, no DOM),
+ * so `node --test` runs it as is; the widget code only renders what these functions return.
+ *
+ * Every sentence passes through a `Trans` (JupyterLab's TranslationBundle has this shape), so a
+ * language pack translates the sidebar; the tests use `plainTrans`, which only fills placeholders.
+ *
+ * The files, each importing only those above it:
+ * - format.ts: translation, "not available" values, numbers, sizes and durations as text;
+ * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows;
+ * - notebook.ts: the kernel comm ("This notebook");
+ * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
+ * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages.
+ */
+
+export * from './format.js';
+export * from './gpus.js';
+export * from './notebook.js';
+export * from './saved.js';
+export * from './apply.js';

@@ -1,0 +1,234 @@
+/**
+ * The saved settings (the notebook's `tfgpu` metadata): the setting names and the editor's placeholders,
+ * reading and checking the metadata, the document to write, the settings as `%tfgpu` lines and as a first
+ * cell, and the editor's texts.
+ */
+
+import { LOAD_EXTENSION_SOURCE, SAVED_VERSION } from '../constants.js';
+import { plainTrans, Trans } from './format.js';
+
+// -- saved settings (the notebook's `tfgpu` metadata) ------------------------------------------------------
+
+/** The settings a notebook can carry, in the order the kernel applies them (tfgpu_magic/core/saved.py ORDER). */
+export const SETTING_NAMES = ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement'] as const;
+export type SettingName = (typeof SETTING_NAMES)[number];
+
+/** The settings that may hold one value per GPU: a list of `%tfgpu` argument texts, each with its `--gpu I`. */
+export const PER_GPU_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>(['limit', 'virtual']);
+
+/** What the editor's empty inputs show: the values each setting takes. */
+export const SETTING_PLACEHOLDERS: Readonly<Record<SettingName, string>> = {
+  visible: '1 / auto / all',
+  cpus: '4',
+  cpumem: 'on|off',
+  growth: 'on|off',
+  limit: '40% / 2GB',
+  virtual: '2x2GB',
+  placement: 'on|off'
+};
+
+/** The metadata version this sidebar reads and writes (defined with the other versions in constants.ts). */
+export { SAVED_VERSION };
+
+/** One setting's saved value: the text after `%tfgpu <name>`, or (limit, virtual) one such text per GPU. */
+export type SettingValue = string | string[];
+export type SavedSettings = { [name in SettingName]?: SettingValue };
+
+/** The notebook's `metadata.tfgpu`, as this sidebar writes it. */
+export interface SavedDocument {
+  version: number;
+  apply_on_start: boolean;
+  settings: SavedSettings;
+}
+
+/**
+ * The notebook's `tfgpu` metadata read for its shape (the values are the kernel's to check):
+ * - `none`: the notebook has no such key: nothing is ever run for it;
+ * - `ok`: a document the kernel can be given (settings trimmed, in apply order);
+ * - `newer`: written by a newer tfgpu_magic: not applied, not overwritten without asking;
+ * - `invalid`: not the shape of the key: not applied; `message` says what is wrong.
+ */
+export type SavedRead =
+  | { kind: 'none' }
+  | { kind: 'ok'; saved: SavedDocument }
+  | { kind: 'newer'; version: number; message: string }
+  | { kind: 'invalid'; message: string };
+
+export function isPlainObject(value: unknown): value is { [key: string]: unknown } {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isSettingName(name: string): name is SettingName {
+  return (SETTING_NAMES as readonly string[]).includes(name);
+}
+
+/** A value as JSON for a message, cut to `length` characters. */
+export function shortJSON(value: unknown, length = 60): string {
+  let out: string;
+  try {
+    out = JSON.stringify(value) ?? String(value);
+  } catch {
+    out = String(value);
+  }
+  return out.length > length ? `${out.slice(0, length - 1)}…` : out;
+}
+
+/**
+ * The settings' shape: an object of known names, each a non-empty string, or for limit and virtual a
+ * non-empty list of them. Returns the trimmed settings in apply order, or what is wrong (the kernel's
+ * `normalise` checks the same).
+ */
+export function checkSettings(
+  settings: unknown,
+  trans: Trans = plainTrans
+): { ok: true; settings: SavedSettings } | { ok: false; message: string } {
+  if (!isPlainObject(settings)) {
+    return { ok: false, message: trans.__('the saved settings are %1, not an object', shortJSON(settings)) };
+  }
+  const unknown = Object.keys(settings).filter(name => !isSettingName(name));
+  if (unknown.length) {
+    return {
+      ok: false,
+      message: trans.__('unknown saved setting %1; valid: %2', shortJSON(unknown[0], 40), SETTING_NAMES.join(', '))
+    };
+  }
+  const out: SavedSettings = {};
+  for (const name of SETTING_NAMES) {
+    const value = settings[name];
+    if (value === undefined || value === null) {
+      continue;
+    }
+    const values = Array.isArray(value) ? value : [value];
+    const good =
+      values.length > 0 &&
+      values.every(v => typeof v === 'string' && v.trim() !== '') &&
+      (values.length === 1 || PER_GPU_SETTINGS.has(name));
+    if (!good) {
+      return {
+        ok: false,
+        message: PER_GPU_SETTINGS.has(name)
+          ? trans.__('saved %1 is %2: expected the text after `%tfgpu %1`, or a list of them, one per GPU', name, shortJSON(value))
+          : trans.__('saved %1 is %2: expected the text after `%tfgpu %1`', name, shortJSON(value))
+      };
+    }
+    const trimmed = (values as string[]).map(v => v.trim());
+    out[name] = Array.isArray(value) ? trimmed : trimmed[0];
+  }
+  return { ok: true, settings: out };
+}
+
+/** Read `metadata.tfgpu` (undefined when the notebook has none) for its shape. */
+export function readSaved(raw: unknown, trans: Trans = plainTrans): SavedRead {
+  if (raw === undefined || raw === null) {
+    return { kind: 'none' };
+  }
+  if (!isPlainObject(raw)) {
+    return { kind: 'invalid', message: trans.__("the notebook's tfgpu metadata is %1, not an object", shortJSON(raw)) };
+  }
+  const version = raw.version === undefined ? SAVED_VERSION : raw.version;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1) {
+    return {
+      kind: 'invalid',
+      message: trans.__('bad tfgpu metadata version %1: expected %2', shortJSON(version), SAVED_VERSION)
+    };
+  }
+  if (version > SAVED_VERSION) {
+    return {
+      kind: 'newer',
+      version,
+      message: trans.__(
+        'saved by a newer tfgpu_magic (version %1); this one reads version %2',
+        version,
+        SAVED_VERSION
+      )
+    };
+  }
+  const apply = raw.apply_on_start === undefined ? false : raw.apply_on_start;
+  if (typeof apply !== 'boolean') {
+    return { kind: 'invalid', message: trans.__('apply_on_start is %1, not true or false', shortJSON(apply)) };
+  }
+  const checked = checkSettings(raw.settings === undefined ? {} : raw.settings, trans);
+  if (!checked.ok) {
+    return { kind: 'invalid', message: checked.message };
+  }
+  return { kind: 'ok', saved: { version: SAVED_VERSION, apply_on_start: apply, settings: checked.settings } };
+}
+
+/** The metadata document to write for these settings. */
+export function savedDocument(settings: SavedSettings, applyOnStart: boolean): SavedDocument {
+  const checked = checkSettings(settings);
+  return { version: SAVED_VERSION, apply_on_start: applyOnStart, settings: checked.ok ? checked.settings : {} };
+}
+
+/** Whether any setting is saved. */
+export function hasSettings(settings: SavedSettings | null | undefined): boolean {
+  return !!settings && SETTING_NAMES.some(name => settings[name] !== undefined);
+}
+
+/** Each saved value as one `%tfgpu` argument line, in apply order: ["cpus 3", "limit 2GB --gpu 0", ...]. */
+export function settingLines(settings: SavedSettings): string[] {
+  const lines: string[] = [];
+  for (const name of SETTING_NAMES) {
+    const value = settings[name];
+    for (const v of value === undefined ? [] : Array.isArray(value) ? value : [value]) {
+      lines.push(`${name} ${v}`);
+    }
+  }
+  return lines;
+}
+
+/**
+ * The source of a first cell that sets the same up where nothing applies saved settings (nbconvert,
+ * papermill): `%load_ext tfgpu_magic`, then one `%tfgpu <name> <value>` per saved value in apply order.
+ * Takes the metadata document, or just its settings.
+ */
+export function firstCellSource(saved: SavedDocument | SavedSettings | unknown): string {
+  const object = isPlainObject(saved) ? saved : {};
+  const settings = isPlainObject(object.settings) ? object.settings : 'settings' in object ? {} : object;
+  const checked = checkSettings(settings);
+  const lines = checked.ok ? settingLines(checked.settings) : [];
+  return [LOAD_EXTENSION_SOURCE, ...lines.map(line => `%tfgpu ${line}`)].join('\n');
+}
+
+/** Whether a cell's source is only `%load_ext tfgpu_magic` and `%tfgpu` lines (a first cell written before). */
+export function isFirstCellSource(source: string): boolean {
+  const lines = source
+    .split('\n')
+    .map(line => line.trim())
+    .filter(Boolean);
+  return lines[0] === LOAD_EXTENSION_SOURCE && lines.slice(1).every(line => /^%tfgpu\s+\S/.test(line));
+}
+
+/** One setting's value as the editor's text: a per-GPU list joins with "; ". */
+export function editorText(value: SettingValue | undefined): string {
+  return value === undefined ? '' : Array.isArray(value) ? value.join('; ') : value;
+}
+
+/** The editor's texts as settings: empty means not set; "a; b" is a per-GPU list (limit, virtual). */
+export function settingsFromEditor(texts: { [name: string]: string | undefined }): SavedSettings {
+  const out: SavedSettings = {};
+  for (const name of SETTING_NAMES) {
+    const text = (texts[name] ?? '').trim();
+    if (!text) {
+      continue;
+    }
+    const parts = PER_GPU_SETTINGS.has(name)
+      ? text
+          .split(';')
+          .map(part => part.trim())
+          .filter(Boolean)
+      : [text];
+    if (parts.length) {
+      out[name] = parts.length === 1 ? parts[0] : parts;
+    }
+  }
+  return out;
+}
+
+/** The saved settings as rows to show: name and value text. */
+export function savedRows(settings: SavedSettings): { name: SettingName; value: string }[] {
+  return SETTING_NAMES.filter(name => settings[name] !== undefined).map(name => ({
+    name,
+    value: editorText(settings[name])
+  }));
+}
