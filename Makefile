@@ -38,7 +38,7 @@ $(LABEXT): $(LABEXT_SOURCES) | $(STAMP)
 setup: $(STAMP) $(LABEXT)
 
 # PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
-# The frontend's model tests (labextension/test, node --test) run inside pytest: tests/test_sidebar_model.py.
+# The frontend's model tests (labextension/test, node --test) run inside pytest: tests/frontend/test_sidebar_model.py.
 test: $(STAMP) $(LABEXT)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_nvml.py
 
-Builds the fake libnvidia-ml.so.1 (tests/fakenvml) in a temporary folder and re-runs itself with it first
+Builds the fake libnvidia-ml.so.1 (tests/support/fakenvml) in a temporary folder and re-runs itself with it first
 on LD_LIBRARY_PATH (glibc reads that only at process start). In that child it measures, for 1 GPU and for
 8 GPUs with 4 processes each:
 
@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from fakenvml import build_fake_nvml, fake_env, n_gpus, write_config  # noqa: E402

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_panel_refresh.py [--seconds N] [--changes C] [--calls K] [--json PATH]
 
-Builds the fake libnvidia-ml.so.1 (tests/fakenvml) in a temporary folder, describes 8 GPUs with 4 processes
+Builds the fake libnvidia-ml.so.1 (tests/support/fakenvml) in a temporary folder, describes 8 GPUs with 4 processes
 each (this process, "self", on every GPU, so the "this kernel" figures are exercised too; then pid 1 and two
 pids that do not exist) and re-runs itself with the fake first on LD_LIBRARY_PATH (glibc reads that only at
 process start). In that child, with a real ``tfgpu_magic.Panel`` on a ``LiveModel`` (outside a kernel
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT))
 
 from fakenvml import MIB, build_fake_nvml, fake_env, n_gpus, with_changes, write_config  # noqa: E402

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fakenvml import MIB, build_fake_nvml, fake_env, n_gpus, write_config  # noqa: E402
 from labsession import Lab  # noqa: E402

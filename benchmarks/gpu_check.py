@@ -1,7 +1,7 @@
 """GPU check: on a machine with an NVIDIA GPU, check the NVML adapter against the driver and the GPU paths
 of %tfgpu for real. CI has no GPU: there this script's logic runs against a fake libnvidia-ml.so.1 and a
-fake nvidia-smi (tests/test_gpu_check.py), and the GPU paths are checked call by call
-(tests/test_gpu_paths.py).
+fake nvidia-smi (tests/gpu/test_gpu_check.py), and the GPU paths are checked call by call
+(tests/gpu/test_gpu_paths.py).
 
 Two parts, each check in its own row:
 - NVML, needing neither TensorFlow nor IPython: ``nvml.snapshot()`` against nvidia-smi field by field;
@@ -81,7 +81,7 @@ from gpu_checks.compare import (  # noqa: E402
 
 from tfgpu_magic.core import nvml  # noqa: E402  (needs the path above when run as a script)
 
-# What tests/test_gpu_check.py reads from this module, besides what the runner itself uses.
+# What tests/gpu/test_gpu_check.py reads from this module, besides what the runner itself uses.
 __all__ = [
     "APPS_QUERY", "CHECK_APPS", "CHECK_ATTRIBUTION", "CHECK_CUDA", "CHECK_FIDELITY", "CHECK_GPU_FIELDS",
     "CHECK_NUMBERING", "CHECK_SELF", "FAKE_REFERENCE_CONFIG", "GPU_FIELD_RULES", "GPU_QUERY", "NVML_CHECKS",
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not snap.available or not snap.gpus:
         why = snap.error.detail if snap.error else "NVML reports no GPU"
         print(f"no GPU: {why}. Nothing to check here; the GPU paths are checked call by call in "
-              "tests/test_gpu_paths.py.")
+              "tests/gpu/test_gpu_paths.py.")
         # The reason is on the line above (and in the JSON's "nvml"): not repeated in every row.
         results = [CheckResult(name, "nvml", NOT_RUN, "not run: no GPU") for name in NVML_CHECKS]
         results += [CheckResult(name, "tensorflow", NOT_RUN, "not run: no GPU") for name in TF_CHECKS]

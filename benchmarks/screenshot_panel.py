@@ -5,9 +5,9 @@ docs/panel-light.png and docs/panel-dark.png (the Memory tab), and docs/panel-de
 
 Needs jupyterlab, ipykernel, ipywidgets, tensorflow-cpu and playwright in this Python (`pip install -e
 '.[lab,browser]'`), Chromium at /usr/bin/chromium (Debian: `apt-get install chromium`; Playwright's own browser
-download is not used) and gcc, for the fake NVML library that gives the kernel three GPUs (tests/fakenvml: an
+download is not used) and gcc, for the fake NVML library that gives the kernel three GPUs (tests/support/fakenvml: an
 A100 nearly full, an H100 this kernel holds memory on, an idle T4). The steps are the browser test's
-(tests/test_browser_panel.py, through tests/labsession.py): a new notebook runs
+(tests/browser/test_browser_panel.py, through tests/support/labsession.py): a new notebook runs
 
     %load_ext tfgpu_magic / %tfgpu cpumem on / %tfgpu cpus 2 / import tensorflow as tf; small = tf.constant([1.0])
     %config TfgpuMagics.refresh_interval = 0.25 / %tfgpu panel
@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The JupyterLab + Playwright harness and the fake NVML live with the tests, which use them too.
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, three_gpus, write_config  # noqa: E402
 from labsession import (  # noqa: E402
     CELL,

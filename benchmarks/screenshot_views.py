@@ -5,7 +5,7 @@ themes: docs/status-light.png and docs/status-dark.png.
 
 Needs jupyterlab, ipykernel, tensorflow-cpu and playwright in this Python (`pip install -e '.[lab,browser]'`)
 and Chromium at /usr/bin/chromium (Debian: `apt-get install chromium`); Playwright's own browser download
-(`playwright install`) is not used. Through tests/labsession.py it starts `jupyter lab` on 127.0.0.1 with a
+(`playwright install`) is not used. Through tests/support/labsession.py it starts `jupyter lab` on 127.0.0.1 with a
 free port, a token and temporary configuration, data, runtime, settings, workspace and IPython folders, opens a
 new notebook, runs
 
@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# The JupyterLab + Playwright harness lives with the tests, which use it too (tests/labsession.py).
-sys.path.insert(0, str(ROOT / "tests"))
+# The JupyterLab + Playwright harness lives with the tests, which use it too (tests/support/labsession.py).
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 from labsession import (  # noqa: E402
     CELL,
     Lab,

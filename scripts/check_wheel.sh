@@ -13,7 +13,9 @@ start=$(date +%s)
 echo "pip wheel: $(( $(date +%s) - start )) s"
 wheel=$(ls "$WORK"/dist/tfgpu_magic-*.whl)
 echo "wheel: $wheel ($(du -k "$wheel" | cut -f1) KB)"
-"$PYTHON" -m zipfile -l "$wheel" | awk '{print $1}' | grep -E "labextensions/tfgpu_magic/(package.json|install.json|static/style.js|schemas/.*sidebar.json)|jupyter_server_config.d/tfgpu_magic.json"
+"$PYTHON" -m zipfile -l "$wheel" | awk '{print $1}' | grep -E "labextensions/tfgpu_magic/(package.json|install.json|static/style.js|schemas/.*sidebar.json)|jupyter_server_config.d/tfgpu_magic.json|dist-info/licenses/LICENSE|core/_version.py"
+# The version (from package.json, the one source) and the licence as the wheel's metadata says them.
+unzip -p "$wheel" '*.dist-info/METADATA' | grep -E "^(Version|License-Expression|License-File):"
 "$PYTHON" -m venv "$WORK/user-venv"
 start=$(date +%s)
 "$WORK/user-venv/bin/pip" install -q "$wheel" jupyterlab 2>&1 | grep -v "^WARNING: Location" || true

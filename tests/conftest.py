@@ -1,16 +1,19 @@
-"""Shared fixtures: a real IPython shell with the extension on an isolated controller, and helpers
-to run real TensorFlow in fresh processes (its runtime starts once per process)."""
+"""Shared fixtures: a real IPython shell with the extension on an isolated controller, the fake NVML library
+(support/fakenvml_fixtures.py) and a JupyterLab in Chromium. The helpers that are no fixture (paths, a user's
+environment, real TensorFlow in a fresh process) are in support/harness.py.
+
+The folders are the layers and the markers: core, render, ipython, tf, kernel, server, frontend, browser,
+course, gpu. A test in tf/, kernel/, server/, browser/, course/ or gpu/ carries that marker, so
+`pytest -m "not browser"` and `pytest tests/browser` select the same tests."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 
-# pytest-jupyter has no entry point: its jp_fetch and server fixtures are loaded here (tests/test_server.py).
+# pytest-jupyter has no entry point: its jp_fetch and server fixtures are loaded here (tests/server/test_server.py).
 pytest_plugins = ["fakenvml_fixtures", "pytest_jupyter.jupyter_server"]
 
 
@@ -61,31 +64,12 @@ def lab(fake_nvml_lib, tmp_path_factory):
         yield lab
 
 
-def tf_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    env.update(extra)
-    return env
+MARKED_FOLDERS = ("tf", "kernel", "server", "browser", "course", "gpu")
 
 
-def run_tf(code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh Python with real TensorFlow available; fails the test on a non-zero exit."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env or tf_env(), timeout=timeout)
-    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    return proc
-
-
-SHELL_PRELUDE = """
-import sys
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
-_c = Config(); _c.HistoryManager.hist_file = ":memory:"
-ip = InteractiveShell.instance(config=_c)
-def cell(src):
-    r = ip.run_cell(src)
-    return r
-def magic(line):
-    return ip.run_line_magic("tfgpu", line)
-ip.run_line_magic("load_ext", "tfgpu_magic")
-"""
+def pytest_collection_modifyitems(config, items):
+    here = Path(__file__).resolve().parent
+    for item in items:
+        folder = Path(str(item.fspath)).resolve().relative_to(here).parts[0]
+        if folder in MARKED_FOLDERS and folder not in {m.name for m in item.iter_markers()}:
+            item.add_marker(getattr(pytest.mark, folder))

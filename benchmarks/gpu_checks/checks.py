@@ -173,20 +173,20 @@ def check_numbering(snap: dict[str, Any], budget: Budget) -> CheckResult:
 def check_fidelity(real: dict[str, str], real_hardware: bool, budget: Budget) -> CheckResult:
     """The real snapshot's field signature against the fake library's, built here with gcc when there is one."""
     note = "" if real_hardware else " (this run read the fake library itself, so this only exercises the check)"
-    tests_dir = str(REPO / "tests")
+    tests_dir = str(REPO / "tests" / "support")
     if tests_dir not in sys.path:
         sys.path.insert(0, tests_dir)
     try:
         from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, write_config
     except ImportError as exc:
-        return CheckResult(CHECK_FIDELITY, "nvml", NOT_RUN, f"not run: tests/fakenvml is not here ({exc}); the real "
-                           "signature is in the JSON (field_signature) for tests/test_gpu_check.py")
+        return CheckResult(CHECK_FIDELITY, "nvml", NOT_RUN, f"not run: tests/support/fakenvml is not here ({exc}); "
+                           "the real signature is in the JSON (field_signature) for tests/gpu/test_gpu_check.py")
     with tempfile.TemporaryDirectory(prefix="gpu-check-fakenvml-") as folder:
         try:
             library = build_fake_nvml(folder)
         except FakeNvmlUnavailable as exc:
             return CheckResult(CHECK_FIDELITY, "nvml", NOT_RUN, f"not run: {exc}; the real signature is in the "
-                               "JSON (field_signature) for tests/test_gpu_check.py")
+                               "JSON (field_signature) for tests/gpu/test_gpu_check.py")
         except subprocess.CalledProcessError as exc:
             return CheckResult(CHECK_FIDELITY, "nvml", FAILED, f"the fake did not compile: {_last_line(exc.stderr)}")
         config = write_config(Path(folder) / "reference.cfg", FAKE_REFERENCE_CONFIG)

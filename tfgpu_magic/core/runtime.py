@@ -54,7 +54,7 @@ class Probe:
 
 
 def probe() -> Probe:
-    """TensorFlow's state, read from private attributes that exist from 2.12 to 2.21 (TF_FACTS).
+    """TensorFlow's state, read from private attributes that TensorFlow 2.12 to 2.21 all have.
 
     It never imports TensorFlow and never creates its context: ``context_safe()`` returns None until
     something else has created one."""

@@ -7,8 +7,8 @@ fallback for front ends without them (nbviewer, the classic Notebook, GitHub). T
 light page: no single colour reaches 4.5:1 against both white and JupyterLab's dark #111. Warnings are not
 written in ``--jp-warn-color0``: light's #e65100 is 3.8:1 on white, below WCAG AA for text; it marks them as
 a stripe instead (3:1 is enough for a mark that is not text), and fallbacks and refusals use
-``--jp-error-color1`` (4.98:1 in light, 5.13:1 in dark). tests/render/test_views.py measures all of this against the
-installed themes.
+``--jp-error-color1`` (4.98:1 in light, 5.13:1 in dark). tests/render/test_views.py measures all of this
+against the installed themes.
 
 Every piece of text that comes from data (GPU and process names, op names, notes, settings) goes through
 ``html.escape``; markup is only ever added around escaped text."""

@@ -342,7 +342,7 @@ def tf_context() -> Any | None:
 
 def tf_log_flag() -> bool | None:
     """TensorFlow's Python-side log_device_placement flag (None when unknown). After the runtime started
-    it says what was last *asked*, not what TensorFlow does (TF_FACTS)."""
+    it says what was last *asked*, not what TensorFlow does: its log is fixed when the runtime starts."""
     ctx = tf_context()
     if ctx is None:
         tf = sys.modules.get("tensorflow")

@@ -5,7 +5,7 @@ comes back out of `%tfgpu export` and `%tfgpu reset`. Real TensorFlow in fresh p
 from __future__ import annotations
 
 import pytest
-from conftest import SHELL_PRELUDE, run_tf, tf_env
+from harness import SHELL_PRELUDE, run_tf, tf_env
 
 pytestmark = pytest.mark.tf
 

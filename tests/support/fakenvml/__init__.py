@@ -149,7 +149,7 @@ def render_config(config: dict[str, Any]) -> str:
     unknown = set(config) - {"driver_version", "cuda_driver_version", "errors", "gpus"}
     if unknown:
         raise ValueError(f"unknown fake NVML config keys: {sorted(unknown)}")
-    lines = ["# fake NVML config, written by tests/fakenvml"]
+    lines = ["# fake NVML config, written by tests/support/fakenvml"]
     if "driver_version" in config:
         lines.append(f"driver_version {_escape(config['driver_version'], 'driver_version')}")
     if "cuda_driver_version" in config:

@@ -1,5 +1,5 @@
-"""benchmarks/gpu_check.py without a GPU: its comparisons against the fake NVML library (tests/fakenvml) and
-nvidia-smi text from a fake (tests/fake_nvidia_smi.py), its attribution and numbering logic on snapshot
+"""benchmarks/gpu_check.py without a GPU: its comparisons against the fake NVML library (tests/support/fakenvml) and
+nvidia-smi text from a fake (tests/support/fake_nvidia_smi.py), its attribution and numbering logic on snapshot
 dicts, an end-to-end run against both fakes, and the clear "no GPU" report where there is no NVML at all.
 The run on real hardware is described in README.md ("GPU check")."""
 
@@ -12,16 +12,14 @@ import os
 import pwd
 import subprocess
 import sys
-from pathlib import Path
 
 import fake_nvidia_smi
 import pytest
-from conftest import tf_env
 from fakenvml import MIB, three_gpus, with_changes
+from harness import ROOT, SUPPORT, tf_env
 
 from tfgpu_magic.core import nvml
 
-ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 SIGNATURE_FILE = ROOT / "benchmarks" / "gpu_field_signature.json"
 
@@ -78,7 +76,7 @@ def _run_script(fake_nvml, tmp_path, config, override=None, fake_torch=False):
         torch_dir = tmp_path / "fake_torch"
         torch_dir.mkdir()
         (torch_dir / "torch.py").write_text(FAKE_TORCH)
-        spec = {"tests_dir": str(Path(__file__).parent), "smi_spec": str(smi_dir / "nvidia-smi.json"),
+        spec = {"tests_dir": str(SUPPORT), "smi_spec": str(smi_dir / "nvidia-smi.json"),
                 "nvml_config": str(fake_nvml.config_path)}
         (tmp_path / "fake_torch.json").write_text(json.dumps(spec))
         env["FAKE_TORCH_SPEC"] = str(tmp_path / "fake_torch.json")

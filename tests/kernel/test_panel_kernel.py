@@ -5,27 +5,17 @@ widget state nbclient saves in the notebook, and the comm messages on iopub whil
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from pathlib import Path
 
 import nbclient
 import nbformat
 import pytest
+from harness import ROOT, user_env
 
-ROOT = Path(__file__).resolve().parent.parent
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 pytestmark = pytest.mark.tf
-
-
-def user_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST", "TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
 
 
 def run_with_widgets(sources: list[str], **env: str) -> tuple[list[str], list[str]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gpu_fakes
 import pytest
-from conftest import SHELL_PRELUDE, run_tf, tf_env
+from harness import SHELL_PRELUDE, run_tf, tf_env
 from IPython.utils.capture import capture_output
 
 from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot, Unavailable

@@ -15,8 +15,8 @@ from dataclasses import replace
 import gpu_fakes
 import ipywidgets
 import pytest
-from conftest import SHELL_PRELUDE
 from fakenvml import three_gpus
+from harness import SHELL_PRELUDE
 from IPython.core.error import UsageError
 
 from tfgpu_magic.core.control import Controller

@@ -37,7 +37,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 CHROMIUM = "/usr/bin/chromium"
 # No sandbox: CI runs as root, where Chromium's sandbox refuses to start. No GPU, no background requests:
 # machines without a display or network.
@@ -336,7 +336,7 @@ def set_theme(page, name: str) -> None:
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)
 
 
-# -- the live panel (%tfgpu panel): tests/test_browser_panel.py and benchmarks/screenshot_panel.py ---------------
+# -- the live panel (%tfgpu panel): tests/browser/test_browser_panel.py and benchmarks/screenshot_panel.py -------
 PANEL_CELLS = (
     "%load_ext tfgpu_magic",
     "%tfgpu cpumem on",  # TensorFlow's CPU allocator keeps figures: a memory figure without a GPU

@@ -8,17 +8,15 @@ import os
 import re
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
-from conftest import SHELL_PRELUDE, run_tf
+from harness import ROOT, SHELL_PRELUDE, run_tf
 from IPython.core.completer import provisionalcompleter, rectify_completions
 from IPython.core.error import UsageError
 
 from tfgpu_magic.ipython import completion
 from tfgpu_magic.ipython.syntax import SUBCOMMANDS
 
-ROOT = Path(__file__).resolve().parent.parent
 LINE_SUBCOMMANDS = [s for s in SUBCOMMANDS if s != "device"]
 
 

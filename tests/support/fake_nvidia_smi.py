@@ -1,4 +1,4 @@
-"""A stand-in for ``nvidia-smi`` that prints what the real one would for a fake NVML config (tests/fakenvml).
+"""A stand-in for ``nvidia-smi`` that prints what the real one would for a fake NVML config (tests/support/fakenvml).
 
 ``install(folder, spec)`` writes an executable ``nvidia-smi`` into ``folder`` (put the folder first on PATH)
 that answers the queries benchmarks/gpu_check.py makes, from ``spec``::

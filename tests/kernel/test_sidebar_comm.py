@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from test_panel_kernel import ROOT, user_env
+from harness import ROOT, user_env
 
 from tfgpu_magic.ipython.comm import PLACEMENT_TAIL, SECTIONS, TARGET
 

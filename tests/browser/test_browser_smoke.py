@@ -2,7 +2,7 @@
 
 The server is the module-scoped `lab` fixture of conftest.py (starting it costs seconds), so more browser tests in
 this module share it; each test gets its own browser page and notebook. Its kernels see three fake GPUs
-(tests/fakenvml), which also proves that Lab(extra_env=...) reaches them. Skipped where the browser is missing,
+(tests/support/fakenvml), which also proves that Lab(extra_env=...) reaches them. Skipped where the browser is missing,
 failed instead with CI=true (labsession.require_browser).
 """
 

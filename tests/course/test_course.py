@@ -18,8 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from harness import ROOT
 
-NOTEBOOKS_DIR = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS_DIR = ROOT / "notebooks"
 REPO = NOTEBOOKS_DIR.parent
 LESSONS = sorted(NOTEBOOKS_DIR.glob("0[1-8]_*.ipynb"))
 COURSE = sorted(NOTEBOOKS_DIR.glob("0[0-8]_*.ipynb"))  # the start page and the lessons

@@ -4,11 +4,10 @@ numbering joined, `visible` by physical index, `auto`, percentages, and every fa
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import SHELL_PRELUDE
 from fakenvml import three_gpus, with_changes
+from harness import SHELL_PRELUDE, SUPPORT
 
 SHELL = SHELL_PRELUDE + """
 import io, contextlib, os
@@ -136,7 +135,7 @@ print("JSON", json.dumps(tfgpu_magic.snapshot().to_dict()))
 
 def test_a_gpu_lost_mid_session_leaves_the_others_in_view(fake_nvml):
     fake_nvml.write(three_gpus())
-    env = {**fake_nvml.env, "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**fake_nvml.env, "PYTHONPATH": str(SUPPORT)}
     proc = subprocess.run([sys.executable, "-c", SHELL + f"""
 print(out("devices"))
 from fakenvml import write_config, three_gpus, with_changes

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SHELL_PRELUDE, run_tf, tf_env
+from harness import SHELL_PRELUDE, run_tf, tf_env
 
 pytestmark = pytest.mark.tf
 

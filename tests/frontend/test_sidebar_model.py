@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from harness import ROOT
 
 
 def test_frontend_model_unit_tests_pass():

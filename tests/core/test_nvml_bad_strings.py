@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SHELL_PRELUDE
 from fakenvml import expected_gpu, three_gpus, with_changes, without_owner
+from harness import SHELL_PRELUDE
 
 from tfgpu_magic.core.control import Controller
 from tfgpu_magic.core.nvml import Gpu, NvmlSnapshot, Unavailable

@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 
 import pytest
+from harness import ROOT
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 pytestmark = [pytest.mark.kernel, pytest.mark.tf]
 
-ROOT = Path(__file__).resolve().parent.parent
 RAW = re.compile(r"placer\.cc|Executing op|: \(\w+\): /job:")
 BIG_LINES = 16_000  # x 66 bytes: just over 1 MiB
 

@@ -12,8 +12,7 @@ import subprocess
 import nbclient
 import nbformat
 import pytest
-from conftest import run_tf
-from test_panel_kernel import ROOT, user_env
+from harness import ROOT, run_tf, user_env
 
 from tfgpu_magic.core import saved
 
@@ -126,7 +125,7 @@ print("ok")
 def test_a_refusal_makes_the_restart_settings_and_the_panel_says_the_two_steps():
     proc = run_tf("""
 import json
-""" + __import__("conftest").SHELL_PRELUDE + """
+""" + __import__("harness").SHELL_PRELUDE + """
 from tfgpu_magic.ipython.context import LOADED
 m = LOADED[id(ip)]
 magic("cpus 2")
@@ -289,7 +288,7 @@ def test_a_refusal_from_any_face_shows_the_panels_restart_button(face):
     opened after) offers "Restart kernel and apply" with that setting; before this, only the magic's did."""
     proc = run_tf("""
 import json
-""" + __import__("conftest").SHELL_PRELUDE + """
+""" + __import__("harness").SHELL_PRELUDE + """
 import tfgpu_magic
 from tfgpu_magic import Panel
 from tfgpu_magic.ipython import apply

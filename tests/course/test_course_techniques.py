@@ -5,8 +5,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from harness import ROOT
 
-NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+NOTEBOOKS = ROOT / "notebooks"
 
 # technique -> (lesson prefix, strings that must all appear in that lesson's source)
 TECHNIQUES = {

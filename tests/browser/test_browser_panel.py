@@ -2,9 +2,10 @@
 devices, shows a memory figure and follows it while a cell runs, in the light and the dark theme.
 
 One Lab and one notebook for the whole check (about a minute on two cores). Its kernels see three fake GPUs
-(tests/fakenvml) and run real TensorFlow on the CPU; `%tfgpu cpumem on` gives TensorFlow's CPU allocator figures,
-so the panel has memory to show without a GPU. Screenshots go to the test's tmp folder and, when TFGPU_SCREENSHOTS
-names a folder, there too (benchmarks/screenshot_panel.py makes the README's docs/panel-*.png the same way).
+(tests/support/fakenvml) and run real TensorFlow on the CPU; `%tfgpu cpumem on` gives TensorFlow's CPU allocator
+figures, so the panel has memory to show without a GPU. Screenshots go to the test's tmp folder and, when
+TFGPU_SCREENSHOTS names a folder, there too (benchmarks/screenshot_panel.py makes the README's docs/panel-*.png
+the same way).
 Skipped where the browser is missing, failed instead with CI=true (labsession.require_browser).
 """
 

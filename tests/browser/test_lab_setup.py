@@ -9,12 +9,12 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
+from harness import ROOT
 
-REPO = Path(__file__).parent.parent
+REPO = ROOT
 NOTEBOOKS = REPO / "notebooks"
 SCRIPT = NOTEBOOKS / "prepare_course.py"
 

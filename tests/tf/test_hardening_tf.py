@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import SHELL_PRELUDE, run_tf, tf_env
+from harness import SHELL_PRELUDE, run_tf, tf_env
 
 NO_COLOR = SHELL_PRELUDE.replace('_c.HistoryManager.hist_file = ":memory:"',
                                  '_c.HistoryManager.hist_file = ":memory:"; _c.InteractiveShell.colors = "NoColor"')
