@@ -20,10 +20,12 @@ pytestmark = pytest.mark.kernel
 class Frontend:
     """What the sidebar does over the kernel protocol: open, message and close a comm; read iopub."""
 
-    def __init__(self):
+    def __init__(self, stderr=None):
         from jupyter_client.manager import start_new_kernel
 
-        self.manager, self.client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+        # stderr: a file for the kernel process's own stderr, where ipykernel logs a comm handler's traceback.
+        self.manager, self.client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT),
+                                                     **({"stderr": stderr} if stderr is not None else {}))
         self.pending: list[dict] = []
 
     def close(self):
@@ -214,3 +216,26 @@ def test_tensorflow_state_cells_and_placement_tail_reach_the_sidebar(frontend):
     request = next(m for m in frontend.comm_messages(comm_id, _first("request")) if m.get("type") == "request")
     assert request == {"type": "request", "protocol": 1, "action": "restart-and-apply",
                        "settings": {"cpus": "3", "placement": "on"}}
+
+
+@pytest.mark.parametrize("payload", [["state"], "state", 42, [], 0])
+def test_a_request_that_is_not_an_object_gets_the_one_line_error_and_no_traceback(tmp_path, payload):
+    with open(tmp_path / "kernel.err", "w+") as stderr:
+        fe = Frontend(stderr=stderr)
+        try:
+            fe.run("%load_ext tfgpu_magic")
+            comm_id = fe.open()
+            fe.comm_messages(comm_id, _first("state"))
+            fe.message(comm_id, payload)
+            error = next(m for m in fe.comm_messages(comm_id, _first("error")) if m.get("type") == "error")
+            assert error["message"].startswith("tfgpu: a request is an object such as {\"request\": \"state\"}, not "
+                                               f"{type(payload).__name__} "), error
+            assert "\n" not in error["message"] and error["message"].endswith("valid requests: state, pause, resume, "
+                                                                               "validate")
+            fe.message(comm_id, {"request": "state"})  # the channel still answers
+            assert fe.comm_messages(comm_id, _first("state"))
+        finally:
+            fe.close()
+        stderr.seek(0)
+        logged = stderr.read()
+    assert "Traceback" not in logged and "AttributeError" not in logged, logged

@@ -18,7 +18,7 @@ import contextlib
 import threading
 from typing import Any
 
-from ..core.inputs import shown
+from ..core.inputs import short_repr, shown
 from ..core.version import COMM_PROTOCOL as PROTOCOL
 
 TARGET = "tfgpu"
@@ -122,7 +122,13 @@ class SidebarChannel:
         """The frontend's requests: ``state`` (every section again), ``pause`` (the sidebar is hidden: stop
         sending, and sampling if nobody else looks), ``resume``, and ``validate`` (saved settings, checked by
         the magics' own parsers, applying nothing)."""
-        data = (msg.get("content") or {}).get("data") or {}
+        data = (msg.get("content") or {}).get("data")
+        data = {} if data is None else data
+        if not isinstance(data, dict):  # a list, a string, a number: answered, never a traceback on stderr
+            comm.send({"type": "error", "protocol": PROTOCOL,
+                       "message": f"tfgpu: a request is an object such as {{\"request\": \"state\"}}, not "
+                                  f"{type(data).__name__} {short_repr(data)}; valid requests: {', '.join(REQUESTS)}"})
+            return
         request = data.get("request")
         if request == "state":
             comm.send({"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(self.magics.live.state())})
