@@ -199,6 +199,17 @@ def test_device_count_fails(fake_nvml):
     assert snap["driver_version"] == "550.54.15"
 
 
+def test_nvml_uninitialized_even_after_starting_again_says_so_in_its_words(fake_nvml):
+    """A GPU count that stays UNINITIALIZED after the adapter starts NVML again: one reason in tfgpu's words,
+    never "unexpected NVMLError_Uninitialized"."""
+    fake_nvml.write(dict(three_gpus(), errors={"nvmlDeviceGetCount_v2": "UNINITIALIZED"}))
+    _, (snap,) = fake_nvml.snapshots()
+    assert snap["available"] is True and snap["gpus"] == []
+    assert_unavailable(snap["error"], "error", "GPU count", "not initialized even right after nvmlInit")
+    assert "unexpected" not in snap["error"]["detail"] and "NVMLError" not in snap["error"]["detail"]
+    assert snap["driver_version"] == "550.54.15"
+
+
 def test_nvml_shut_down_behind_our_back_recovers(fake_nvml):
     """Another library in the process calls nvmlShutdown one time too many: the adapter starts again."""
     fake_nvml.write(three_gpus())

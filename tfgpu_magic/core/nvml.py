@@ -268,7 +268,16 @@ def snapshot() -> NvmlSnapshot:
             nv, failure = _ensure_init()
             if nv is None:
                 return NvmlSnapshot(available=False, error=failure)
-            count = nv.nvmlDeviceGetCount()
+            try:
+                count = nv.nvmlDeviceGetCount()
+            except nv.NVMLError as again:
+                if getattr(again, "value", None) != _NVML_UNINITIALIZED:
+                    return NvmlSnapshot(available=True, error=unavailable_from_error(again, "GPU count"),
+                                        **_versions(nv))
+                return NvmlSnapshot(available=True, error=Unavailable(
+                    "error", "GPU count: NVML says it is not initialized even right after nvmlInit succeeded "
+                             "(another library in this process may be shutting it down); the next reading tries "
+                             "again"), **_versions(nv))
         self_pid = os.getpid()
         gpus = tuple(_read_gpu(nv, index, self_pid) for index in range(count))
         return NvmlSnapshot(available=True, gpus=gpus, **_versions(nv))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core.inputs import shown
+from ..core.inputs import MAX_INDEX, shown, whole_number
 from ..core.version import GPUS_SCHEMA as SCHEMA
 
 MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
@@ -139,10 +139,12 @@ def _processes(processes: Any, kernel_by_pid: dict[int, dict], parent_of: Callab
 def parse_indices(raw: str) -> tuple[int, ...]:
     """``?index=0,2`` -> (0, 2); ValueError with a one-line reason for anything else."""
     words = [w.strip() for w in raw.split(",")]
-    if not raw.strip() or any(not w.isdigit() or not w.isascii() for w in words):
-        raise ValueError(f"tfgpu: bad index {shown(raw)}: expected physical GPU indices as nvidia-smi numbers them, "
-                         "separated by commas, e.g. ?index=0,2")
-    return tuple(dict.fromkeys(int(w) for w in words))
+    # whole_number reads no overlong digit string (Python refuses to convert past 4,300 digits, in its own words).
+    indices = [whole_number(w) if w.isdigit() else None for w in words]
+    if not raw.strip() or None in indices:
+        raise ValueError(f"tfgpu: bad index {shown(raw)}: expected physical GPU indices as nvidia-smi numbers them "
+                         f"(0 to {MAX_INDEX}), separated by commas, e.g. ?index=0,2")
+    return tuple(dict.fromkeys(indices))
 
 
 def only_indices(document: dict[str, Any], indices: tuple[int, ...]) -> dict[str, Any]:
