@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from . import nvml as nvml_module
 from .changes import Change
 from .importguard import importing_tensorflow_elsewhere
+from .inputs import printable
 from .numbering import cuda_order
 from .plan import ALL, Percent, Plan, PlanError, VisibleSpec, format_mib, has_percent
 from .runtime import (
@@ -218,7 +219,7 @@ class Controller:
     # -- GPUs: inventory, auto, percentages ------------------------------------------------------
     @staticmethod
     def _gpu_list(snap: nvml_module.NvmlSnapshot) -> str:
-        names = [f"{g.index} ({g.name})" for g in snap.gpus]
+        names = [f"{g.index} ({printable(g.name)})" for g in snap.gpus]  # a message may reach a terminal
         return ", ".join(names) if names else "none"
 
     def _check_inventory(self, change: Change, value, snap: nvml_module.NvmlSnapshot, plan: Plan) -> str:
@@ -263,9 +264,9 @@ class Controller:
             share = sum(s.value for s in sizes if isinstance(s, Percent))
             if asked + total * share / 100 > total:
                 which = "" if change.gpu != ALL else " (it applies to every visible GPU; give --gpu for the others)"
-                raise PlanError(f"`{change.command}` asks {format_mib(asked)} of GPU {index} ({gpu.name}), which has "
-                                f"{format_mib(total)} in all{which}; give at most {format_mib(total)}, or a percentage "
-                                "such as 90%")
+                raise PlanError(f"`{change.command}` asks {format_mib(asked)} of GPU {index} ({printable(gpu.name)}), "
+                                f"which has {format_mib(total)} in all{which}; give at most {format_mib(total)}, or a "
+                                "percentage such as 90%")
         return ""
 
     # -- TensorFlow's own environment switches -----------------------------------------------------

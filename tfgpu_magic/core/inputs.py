@@ -3,6 +3,8 @@ placement face can use it at ``%load_ext`` without loading the core (plan.py re-
 
 from __future__ import annotations
 
+import re
+
 # TensorFlow parses device and GPU indices as 32-bit ints.
 MAX_INDEX = (1 << 31) - 1
 _SHOWN_CHARS = 40
@@ -18,6 +20,16 @@ def shown(text: object) -> str:
     if len(text) <= _SHOWN_CHARS:
         return repr(text)
     return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
+
+
+# C0 controls, DEL and C1 controls: what a terminal acts on (ESC starts its escape sequences; C1's CSI does too).
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character written as Python does (``\\x1b``), so a name from NVML or /proc
+    (any user can name their process) cannot clear a reader's terminal or set its title. Idempotent."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(text))
 
 
 def short_repr(value: object) -> str:
@@ -41,4 +53,4 @@ def whole_number(text: str, *, low: int = 0, high: int = MAX_INDEX) -> int | Non
     return value if low <= value <= high else None
 
 
-__all__ = ["MAX_INDEX", "OFF_WORDS", "ON_WORDS", "short_repr", "shown", "whole_number"]
+__all__ = ["MAX_INDEX", "OFF_WORDS", "ON_WORDS", "printable", "short_repr", "shown", "whole_number"]

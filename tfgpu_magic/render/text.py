@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.inputs import printable
 from ..core.nvml import Unavailable
 from ..core.runtime import TFState
 
@@ -32,8 +33,9 @@ def sentence(text: str) -> str:
 
 def fit(text: str, indent: str = "  ", first: str = "", width: int = WIDTH) -> list[str]:
     """One paragraph in lines of at most ``width``, broken between words; a word longer than a line (a
-    path, a long name) stays whole, as the one thing that may overflow."""
-    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+    path, a long name) stays whole, as the one thing that may overflow. Control characters in it (from a
+    GPU or process name) are written escaped: text goes to terminals."""
+    return textwrap.wrap(printable(text), width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False) or [first.rstrip()]
 
 
@@ -43,7 +45,8 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iter
     to keep rows within ``width``. A cell may be a list of items (processes): they are joined with commas
     and wrap between items first."""
     right = set(right)
-    cells = [[c if isinstance(c, list) else [str(c)] for c in row] for row in [header, *rows]]
+    cells = [[[printable(i) for i in c] if isinstance(c, list) else [printable(c)] for c in row]
+             for row in [header, *rows]]
     flat = [[", ".join(c) for c in row] for row in cells]
     widths = [max(len(row[k]) for row in flat) for k in range(len(header))]
     lead = len(indent) + sum(w + 2 for w in widths[:-1])
@@ -210,8 +213,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
     if not snap.nvml.gpus:
         if snap.nvml.error is not None:  # no list because the count failed: "none" would be untrue
             # One line, unwrapped: the head and why the count failed belong together.
-            return [head + f" unknown: the count could not be read ({na(snap.nvml.error)})"]
-        return [head + " none"]
+            return [printable(head + f" unknown: the count could not be read ({na(snap.nvml.error)})")]
+        return [printable(head + " none")]
     rows = []
     for gpu in snap.nvml.gpus:
         tf_name = snap.tf_gpu_names.get(gpu.index, "-")
@@ -229,8 +232,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
                          + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
         utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False)
         rows.append((str(gpu.index), tf_name, na(gpu.name), memory, utilization, proc_text))
-    lines = [head, *text_table(("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)"),
-                               rows)]
+    header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
+    lines = [printable(head), *text_table(header, rows)]
     if snap.numbering.get("note"):
         lines += fit(f"Numbering: {snap.numbering['note']}")
     lines += [line for text in kernel_memory_sentences(snap) for line in fit(text)]
