@@ -8,12 +8,24 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 
 # 128 + SIGPIPE: the status a shell reports for any tool whose reader went away (`yes | head`).
 EXIT_BROKEN_PIPE = 141
+# 128 + SIGINT: what a shell reports for a tool stopped with Ctrl-C.
+EXIT_INTERRUPTED = 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C, maybe while a slow driver answered: one line, no traceback
+        with contextlib.suppress(OSError, ValueError):
+            print("tfgpu: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="tfgpu", description="TensorFlow's devices and this machine's GPUs.")
     parser.add_argument("command", nargs="?", default="status", choices=("status", "devices"),
                         help="status: GPUs and settings, without importing TensorFlow; "
@@ -27,12 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     from .core.runtime import TFState, probe
     from .render.snapshot import take
 
-    if args.command == "devices" and probe().state is TFState.NOT_IMPORTED:
-        # Quiet TensorFlow's start-up chatter; it is read only during import.
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow  # noqa: F401
-
-    snap = take(list_devices=args.command == "devices")
+    if args.command == "devices":
+        with _without_tensorflow_log():
+            if probe().state is TFState.NOT_IMPORTED:
+                import tensorflow  # noqa: F401
+            snap = take(list_devices=True)
+    else:
+        snap = take()
     if args.json:
         text = json.dumps(snap.to_dict(), indent=2)
     elif args.command == "devices":
@@ -40,6 +53,32 @@ def main(argv: list[str] | None = None) -> int:
     else:
         text = snap.to_text()
     return _write(text + "\n")
+
+
+@contextlib.contextmanager
+def _without_tensorflow_log():
+    """TensorFlow's C++ start-up lines (absl's notice, oneDNN's) go to fd 2 before TF_CPP_MIN_LOG_LEVEL counts:
+    fd 2 is caught while TensorFlow is imported and lists its devices, its log lines (core/tflog.py knows them)
+    are dropped, and anything else written there passes on, in order."""
+    from .core.tflog import classify
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            previous = None
+            for line in caught.read().decode(errors="replace").splitlines(keepends=True):
+                previous = classify(line.rstrip("\n"), previous)
+                if previous is None:
+                    sys.stderr.write(line)
+            sys.stderr.flush()
 
 
 def _write(text: str, status: int = 0) -> int:

@@ -111,3 +111,35 @@ def test_a_name_the_terminal_cannot_show_is_escaped(fake_nvml):
     assert_quiet(proc.stderr)
     assert proc.returncode == 0
     assert "Tesla T4 \\u2013 caf\\xe9" in proc.stdout
+
+
+def test_ctrl_c_during_a_slow_driver_call_is_one_line_and_status_130(fake_nvml, tmp_path):
+    """The driver takes 3 s to count its GPUs; Ctrl-C (SIGINT) while it does ends the command as a shell tool
+    ends: one line on stderr, status 130, no traceback."""
+    import signal
+    import time
+
+    from fakenvml import CALL_LOG_ENV
+
+    calls = tmp_path / "calls.log"
+    fake_nvml.write(dict(three_gpus(), delays={"nvmlDeviceGetCount_v2": 3000}))
+    proc = subprocess.Popen([*ENTRY_POINTS["tfgpu"], "status"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**fake_nvml.env, CALL_LOG_ENV: str(calls)})
+    deadline = time.monotonic() + 60
+    while "nvmlDeviceGetCount_v2" not in (calls.read_text() if calls.exists() else ""):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err == "tfgpu: interrupted\n" and out == "", (out, err)
+
+
+@pytest.mark.parametrize("view", [("devices", "--json"), ("devices",)])
+def test_devices_imports_tensorflow_without_its_log_on_stderr(fake_nvml, view):
+    """As a user runs it: no TF_CPP_MIN_LOG_LEVEL, so TensorFlow's absl notice and oneDNN line would reach stderr."""
+    fake_nvml.write(three_gpus())
+    env = {k: v for k, v in fake_nvml.env.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "PYTHONUNBUFFERED")}
+    proc = subprocess.run([*ENTRY_POINTS["tfgpu"], *view], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "TensorFlow" in proc.stdout and "NVIDIA A100-SXM4-40GB" in proc.stdout

@@ -10,6 +10,7 @@ Config dict (every key optional)::
     {
         "driver_version": "550.54.15",  # this and the GPUs' name, uuid, pci_bus_id: str, or bytes (any but NUL)
         "cuda_driver_version": 12040,
+        "delays": {"nvmlDeviceGetCount_v2": 3000},  # a slow or hung driver: the call takes this many ms
         "errors": {  # error injection: function name -> code, {"gpu": i, "code": c}, or a list of those
             "nvmlInitWithFlags": "DRIVER_NOT_LOADED",
             "nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 1, "code": "NO_PERMISSION"},
@@ -146,7 +147,7 @@ def _escape(value: str | bytes, what: str) -> str:
 
 def render_config(config: dict[str, Any]) -> str:
     """The config dict as the text fake_nvml.c parses. Unknown keys are an error, not silently dropped."""
-    unknown = set(config) - {"driver_version", "cuda_driver_version", "errors", "gpus"}
+    unknown = set(config) - {"driver_version", "cuda_driver_version", "delays", "errors", "gpus"}
     if unknown:
         raise ValueError(f"unknown fake NVML config keys: {sorted(unknown)}")
     lines = ["# fake NVML config, written by tests/support/fakenvml"]
@@ -155,6 +156,7 @@ def render_config(config: dict[str, Any]) -> str:
     if "cuda_driver_version" in config:
         lines.append(f"cuda_driver_version {int(config['cuda_driver_version'])}")
     lines += _error_lines(config.get("errors", {}))
+    lines += [f"delay {function} {int(ms)}" for function, ms in config.get("delays", {}).items()]
     for i, gpu in enumerate(config.get("gpus", [])):
         unknown = set(gpu) - _GPU_KEYS
         if unknown:

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -129,6 +130,13 @@ static fake_gpu gpus[MAX_GPUS];
 static int ngpus;
 static fake_error errors[MAX_ERRORS];
 static int nerrors;
+/* A slow or hung driver: a call that takes this long (the lock held, as a stuck driver serialises callers). */
+typedef struct {
+    char function[64];
+    long ms;
+} fake_delay;
+static fake_delay delays[MAX_ERRORS];
+static int ndelays;
 static char driver_version[TEXT] = "550.54.15";
 static int cuda_driver_version = 12040;
 
@@ -216,6 +224,13 @@ static void parse_line(char *line, fake_gpu **cur) {
             e->gpu = strcmp(gpu, "*") == 0 ? -1 : atoi(gpu);
             e->code = code_from_text(code);
         }
+    } else if (strcmp(key, "delay") == 0) {
+        char fn[64];
+        long ms;
+        if (ndelays < MAX_ERRORS && sscanf(val, "%63s %ld", fn, &ms) == 2) {
+            copy_text(delays[ndelays].function, sizeof delays[ndelays].function, fn);
+            delays[ndelays++].ms = ms;
+        }
     } else if (!g) {
         fprintf(stderr, "fake_nvml: '%s' before any 'gpu' line, ignored\n", key);
     } else if (strcmp(key, "name") == 0) {
@@ -263,7 +278,7 @@ static void reload_if_changed(void) {
     const char *path = getenv("FAKE_NVML_CONFIG");
     struct stat st;
     if (!path || stat(path, &st) != 0) { /* no config: no GPUs, no injected errors */
-        ngpus = nerrors = 0;
+        ngpus = nerrors = ndelays = 0;
         have_loaded = 0;
         return;
     }
@@ -272,7 +287,7 @@ static void reload_if_changed(void) {
         return;
     FILE *f = fopen(path, "r");
     if (!f) return;
-    ngpus = nerrors = 0;
+    ngpus = nerrors = ndelays = 0;
     copy_text(driver_version, sizeof driver_version, "550.54.15");
     cuda_driver_version = 12040;
     fake_gpu *cur = NULL;
@@ -300,6 +315,14 @@ static void enter(const char *fn) {
         if (path && *path && (call_log = fopen(path, "a"))) setvbuf(call_log, NULL, _IOLBF, 0);
     }
     if (call_log) fprintf(call_log, "%s\n", fn);
+    reload_if_changed();
+    for (int i = 0; i < ndelays; i++) {
+        if (strcmp(delays[i].function, fn) == 0) {
+            struct timespec pause = {delays[i].ms / 1000, (delays[i].ms % 1000) * 1000000L};
+            while (nanosleep(&pause, &pause) != 0) { /* a signal: sleep the rest, as a stuck driver would */
+            }
+        }
+    }
 }
 
 static nvmlReturn_t leave(nvmlReturn_t rc) {
