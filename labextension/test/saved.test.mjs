@@ -223,7 +223,8 @@ test('an ok reply gives the kernel result', () => {
       { setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs' },
       { setting: 'growth', asked: 'on', status: 'pending', detail: 'applied when TensorFlow is imported' }
     ],
-    placement: 'on'
+    placement: 'on',
+    notApplied: []
   });
   const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: 'Python 3' });
   assert.deepEqual(view, {
@@ -244,11 +245,33 @@ test('a refused set shows the kernel message and applied nothing', () => {
     ok: false,
     message: 'tfgpu: cpus is "x": expected a count',
     outcomes: [],
-    placement: null
+    placement: null,
+    notApplied: []
   });
   const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '' });
   assert.equal(view.level, 'error');
   assert.equal(view.text, 'Saved settings refused at kernel start, none applied: tfgpu: cpus is "x": expected a count');
+});
+
+test('refused half way after TensorFlow was imported: what took effect and what did not, never "none applied"', () => {
+  const reply = parseApplyReply(
+    okReply({
+      ok: false,
+      message: 'tfgpu: TensorFlow refused `%tfgpu growth on`',
+      outcomes: [{ setting: 'cpus', asked: '3', status: 'applied', detail: '3 logical CPUs' }],
+      not_applied: ['growth'],
+      placement: null
+    })
+  );
+  assert.deepEqual(reply.notApplied, ['growth']);
+  const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '' });
+  assert.equal(view.level, 'error');
+  assert.equal(
+    view.text,
+    'Saved settings partly applied at kernel start: cpus 3 → applied (3 logical CPUs) took effect; not applied: growth, ' +
+      'because tfgpu: TensorFlow refused `%tfgpu growth on`'
+  );
+  assert.ok(!view.text.includes('none applied'));
 });
 
 test('ModuleNotFoundError (and ImportError) mean tfgpu_magic is not installed in the kernel', () => {

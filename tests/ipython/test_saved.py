@@ -9,12 +9,15 @@ import json
 import shutil
 import subprocess
 
+import gpu_fakes
 import nbclient
 import nbformat
 import pytest
+from fakenvml import three_gpus
 from harness import ROOT, run_tf, user_env
 
 from tfgpu_magic.core import saved
+from tfgpu_magic.core.control import Controller
 
 # -- the metadata's shape -----------------------------------------------------------------------------------------
 
@@ -57,7 +60,12 @@ def test_values_are_checked_by_the_magics_own_parsers():
     assert all(e.startswith("tfgpu: ") and "\n" not in e for e in errors.values())
     assert "2XB" in errors["limit"] and "maybe" in errors["growth"]
     assert errors["placement"] == "tfgpu: saved placement is 'sometimes'; valid: on, off"
-    assert saved.check({"settings": {"cpus": "4", "limit": "40% --gpu 1", "cpumem": "on"}}) == {}
+    # A percentage needs the GPU's total: accepted where NVML knows it, refused where a kernel start would refuse it.
+    with_gpus = Controller(environ={}, nvml_snapshot=gpu_fakes.three_gpus)
+    assert saved.check({"settings": {"cpus": "4", "limit": "40% --gpu 1", "cpumem": "on"}}, with_gpus) == {}
+    without = Controller(environ={}, nvml_snapshot=gpu_fakes.no_nvml)
+    no_nvml = saved.check({"settings": {"limit": "40% --gpu 1"}}, without)
+    assert set(no_nvml) == {"limit"} and "needs the GPU's total memory" in no_nvml["limit"], no_nvml
     # argparse's own complaints (extra words, an option without its value) are field errors too, not exceptions
     argv = saved.check({"settings": {"cpus": "3 4", "limit": "2GB --gpu"}})
     assert argv == {"cpus": "tfgpu: cpus: unrecognized arguments: 4; usage: %tfgpu cpus count",
@@ -79,7 +87,11 @@ def test_wanted_is_the_settings_in_force_with_the_refused_ones_instead():
     assert saved.wanted(rows, refused, "on") == {"cpus": "3", "growth": "on", "limit": ["1GiB", "20GiB --gpu 2"],
                                                  "placement": "on"}
     assert saved.wanted([], [], "off") == {}
-    assert saved.check({"settings": saved.wanted(rows, refused, "on")}) == {}  # what it saves, the kernel takes
+    # What it saves, a kernel start takes: settings that were in force together (growth and a limit never are:
+    # the controller refuses that pair, and so does the check now).
+    in_force = [row for row in rows if row["setting"] != "growth"]
+    assert saved.check({"settings": saved.wanted(in_force, refused, "on")}) == {}
+    assert "conflicts with growth on" in saved.check({"settings": saved.wanted(rows, refused, "on")})["limit"]
 
 
 # -- applying in a shell ---------------------------------------------------------------------------------------
@@ -318,3 +330,104 @@ early.close(); late.close()
     shown, moot = (json.loads(line) for line in proc.stdout.strip().splitlines() if line.startswith("{"))
     assert shown == {"early": "", "late": "", "wanted": {"cpus": "3"}, "refused": ["3"]}, shown
     assert moot == {"after": "none", "refused": []}, moot
+
+
+# -- one verdict: Check & save refuses exactly what a kernel start refuses -------------------------------------
+VERDICT_DOCUMENTS = [  # (settings, refused?) on the fake's three GPUs (40, 80 and 24 GiB)
+    ({"growth": "on", "limit": "2GB"}, True),
+    ({"growth": "on", "virtual": "2x1GB"}, True),
+    ({"growth": "on", "limit": "2GB --gpu 1"}, True),
+    ({"visible": "0", "limit": "2GB --gpu 1"}, True),  # a limit on a GPU that visible hides
+    ({"limit": "40% --gpu 0", "virtual": "2x1GB --gpu 0"}, True),
+    ({"limit": "100GB --gpu 0"}, True),  # above the GPU's total, which NVML knows
+    ({"virtual": "30GB,30GB --gpu 0"}, True),
+    ({"limit": ["1GB --gpu 0", "2GB --gpu 0"]}, True),  # two entries for one GPU: the second would win
+    ({"limit": ["1GB", "2GB"]}, True),
+    ({"visible": "7"}, True),
+    ({"visible": "auto:4"}, True),
+    ({"cpus": "0"}, True),
+    ({"visible": "auto:2", "limit": "2GB"}, False),
+    ({"cpus": "3", "growth": "on"}, False),
+    ({"limit": ["1GB --gpu 0", "2GB --gpu 1"]}, False),
+    ({"visible": "1", "limit": "50% --gpu 1"}, False),
+    ({"virtual": "2x2GB --gpu 2", "cpus": "2", "placement": "on"}, False),
+]
+
+
+def test_check_and_a_kernel_start_give_one_verdict(fake_nvml):
+    """Each document through saved.check (what the sidebar's Check & save asks) and through the kernel start's
+    apply, in a real shell over the fake NVML library: the same verdict, and the same message when refused."""
+    fake_nvml.write(three_gpus())
+    code = """
+import json
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+c = Config(); c.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=c)
+from tfgpu_magic.core import saved
+from tfgpu_magic.ipython import apply
+from tfgpu_magic.ipython.magics import extension_magics
+m = extension_magics(ip)
+out = []
+for settings in json.loads(DOCUMENTS):
+    errors = saved.check({"settings": settings})
+    result = apply.apply({"settings": settings}, ip)
+    out.append({"check": next(iter(errors.values()), None), "apply": None if result["ok"] else result["message"]})
+    m.controller.reset()
+print(json.dumps(out))
+""".replace("DOCUMENTS", repr(json.dumps([d for d, _ in VERDICT_DOCUMENTS])))
+    verdicts = fake_nvml.run_json(code)
+    for (settings, refused), verdict in zip(VERDICT_DOCUMENTS, verdicts, strict=True):
+        assert verdict["check"] == verdict["apply"], (settings, verdict)
+        assert (verdict["check"] is not None) is refused, (settings, verdict)
+        if refused:
+            assert verdict["check"].startswith("tfgpu: ") and "\n" not in verdict["check"]
+
+
+@pytest.mark.tf
+def test_after_tensorflow_was_imported_a_refused_document_applied_nothing():
+    """TensorFlow imported before the saved settings arrive (a startup file): {cpus 3, growth on, limit 2GB} is
+    refused by the rules Check & save runs too (growth with a limit), before any of it reaches TensorFlow, so
+    "none applied" is true: one logical CPU, no setting in force."""
+    proc = run_tf("""
+import json
+import tensorflow as tf
+from IPython.core.interactiveshell import InteractiveShell
+from traitlets.config import Config
+c = Config(); c.HistoryManager.hist_file = ":memory:"
+ip = InteractiveShell.instance(config=c)
+from tfgpu_magic.ipython import apply
+from tfgpu_magic.ipython.magics import extension_magics
+result = apply.apply({"settings": {"cpus": "3", "growth": "on", "limit": "2GB"}}, ip)
+m = extension_magics(ip)
+print(json.dumps({"ok": result["ok"], "outcomes": result["outcomes"], "message": result["message"],
+                  "cpus": len(tf.config.list_logical_devices("CPU")), "settings": m.controller.settings()}))
+""")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ok"] is False and out["outcomes"] == [] and "conflicts with growth on" in out["message"], out
+    assert out["cpus"] == 1 and out["settings"] == [], out
+
+
+def test_a_document_refused_half_way_after_import_says_what_took_effect(shell):
+    """A refusal of the moment (TensorFlow refusing growth) after cpus took effect: the result lists cpus as
+    applied and growth as not applied, never "none applied" beside a setting in force."""
+    from tfgpu_magic.core.runtime import Probe, TFState
+    from tfgpu_magic.ipython import apply
+    from tfgpu_magic.ipython.context import LOADED
+
+    class RefusesGrowth(gpu_fakes.RecordingTF):
+        def set_memory_growth(self, device, on):
+            raise ValueError("memory growth cannot be set on this device")
+
+    tf = RefusesGrowth(n_gpus=3)
+    shell.tfgpu.controller = Controller(environ={}, nvml_snapshot=gpu_fakes.three_gpus, tensorflow=lambda: tf,
+                                        prober=lambda: Probe(TFState.IMPORTED))
+    LOADED[id(shell)] = shell.tfgpu
+    try:
+        result = apply.apply({"settings": {"cpus": "3", "growth": "on"}}, shell)
+    finally:
+        LOADED.pop(id(shell), None)
+    assert result["ok"] is False and "memory growth cannot be set" in result["message"], result
+    assert [(o["setting"], o["status"]) for o in result["outcomes"]] == [("cpus", "applied")], result
+    assert result["not_applied"] == ["growth"]
+    assert ("set_logical_device_configuration", "/physical_device:CPU:0", (None, None, None)) in tf.calls

@@ -60,9 +60,12 @@ class Controller:
 
     def __init__(self, environ: MutableMapping[str, str] | None = None,
                  nvml_snapshot: Callable[[], nvml_module.NvmlSnapshot] | None = None,
-                 tensorflow: Callable[[], object] | None = None, prober: Callable[[], Probe] | None = None):
+                 tensorflow: Callable[[], object] | None = None, prober: Callable[[], Probe] | None = None,
+                 hooks_import: bool = True):
         # The last three are seams for tests of the GPU paths on machines without a GPU: an
-        # in-memory NVML and a recording stand-in for TensorFlow in a chosen state.
+        # in-memory NVML and a recording stand-in for TensorFlow in a chosen state. hooks_import=False: a
+        # controller that never applies anything at `import tensorflow` (a rehearsal, core/saved.py).
+        self.hooks_import = hooks_import
         self.environ = os.environ if environ is None else environ
         self._nvml_snapshot = nvml_snapshot
         self._tensorflow = tensorflow or (lambda: sys.modules["tensorflow"])
@@ -161,21 +164,24 @@ class Controller:
 
     def change_all(self, changes: list[Change]) -> tuple[Outcome, ...]:
         """Several changes as one: before TensorFlow is imported they touch only the plan and the environment,
-        so a bad one puts both back and none is kept (after import, TensorFlow took the earlier ones already).
-        Raises the first PlanError. (Not under the lock: a change may wait for an import in another thread,
-        whose hook takes the lock.)"""
+        so a bad one puts both back and none is kept (after import, TensorFlow took the earlier ones already:
+        the PlanError raised then carries them as ``applied``, their Changes and Outcomes). Raises the first
+        PlanError. (Not under the lock: a change may wait for an import in another thread, whose hook takes
+        the lock.)"""
         saved_plan, saved_outcomes = self.plan, dict(self.outcomes)
         saved_env = {name: self.environ.get(name) for name in ENV_VARS}
         outcomes = []
         try:
             for change in changes:
                 outcomes.append(self.change(change))
-        except PlanError:
+        except PlanError as err:
             if self.probe().state < TFState.IMPORTED:
                 self.plan, self.outcomes = saved_plan, saved_outcomes
                 self.restore_env(saved_env)
                 if saved_plan.is_empty():
                     self.unhook()
+            else:
+                err.applied = tuple(zip(changes, outcomes, strict=False))  # those before the refused one
             raise
         return tuple(outcomes)
 
@@ -339,7 +345,7 @@ class Controller:
         if env:
             self._apply_env(env)
         self.plan = plan
-        if not plan.is_empty() and self.probe().state < TFState.IMPORTED and not self._hooked:
+        if self.hooks_import and not plan.is_empty() and self.probe().state < TFState.IMPORTED and not self._hooked:
             add_import_hook(self._on_import)
             self._hooked = True
 
@@ -482,6 +488,27 @@ def _needs_inventory(change: Change) -> bool:
     """Whether a change is checked against NVML's GPUs: indices, percentages and sizes (against totals)."""
     sized = change.setting in ("limit", "virtual") and change.value is not None
     return change.setting == "visible" or change.gpu != ALL or sized
+
+
+class Rehearsal(Controller):
+    """A controller that applies nothing: it runs the rules of a kernel start that do not depend on the moment
+    (conflicts such as growth with a limit on one GPU, a limit on a GPU that `visible` hides, GPU indices and
+    sizes against NVML's totals where NVML knows them) on its own plan, as if TensorFlow were not imported yet,
+    never touching the real environment or the import hook. `visible auto` takes the first GPUs by index:
+    which are free is the moment's, not the document's."""
+
+    def __init__(self, environ, nvml_snapshot: nvml_module.NvmlSnapshot):
+        super().__init__(environ=dict(environ), nvml_snapshot=lambda: nvml_snapshot,
+                         prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False)
+
+    def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None) -> VisibleSpec:
+        if snap is None or not snap.available or snap.error is not None:
+            return super()._pick_auto(spec, snap)  # auto cannot work without NVML, at any moment
+        indices = sorted(g.index for g in snap.gpus)
+        if len(indices) < spec.auto:
+            raise PlanError(f"visible {spec} needs {spec.auto} GPU(s), and this machine has {len(indices)}: "
+                            f"{self._gpu_list(snap)}; ask for fewer, or name GPUs")
+        return VisibleSpec(indices=tuple(indices[: spec.auto]))
 
 
 _default: Controller | None = None

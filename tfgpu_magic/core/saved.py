@@ -20,6 +20,7 @@ from typing import Any
 
 from .changes import parse_change
 from .inputs import short_repr, shown
+from .plan import ALL
 from .version import SAVED_VERSION as VERSION
 
 KEY = "tfgpu"
@@ -79,21 +80,59 @@ def check_placement(value: str) -> str:
     return value.lower()
 
 
-def check(document: Any) -> dict[str, str]:
-    """``{setting: the magic's message}`` for each value the magics would refuse to parse; empty when all
-    parse. Applies nothing and needs no TensorFlow (whether a GPU index exists is checked when applied)."""
+def check(document: Any, controller: Any = None) -> dict[str, str]:
+    """``{setting: the message}`` for each value a kernel start would refuse whatever the moment; empty when a
+    start would apply them all. One verdict with ``ipython/apply.py``, which runs this first: the magics'
+    parsing, two entries for one GPU, then the controller's own rules on a rehearsal (control.Rehearsal:
+    conflicts, GPU indices and sizes against NVML's totals where NVML knows them) with ``controller``'s
+    environment and NVML (the kernel's by default). Applies nothing and needs no TensorFlow."""
     try:
         settings = normalise(document)
     except SavedError as err:
         return {"": str(err)}
     errors: dict[str, str] = {}
+    changes = []
     for name, values in settings.items():
         for value in values:
             try:
-                check_placement(value) if name == "placement" else parse_change(f"{name} {value}")
+                if name == "placement":
+                    check_placement(value)
+                else:
+                    changes.append(parse_change(f"{name} {value}"))
             except ValueError as err:  # PlanError (argparse's complaints too), SavedError
                 errors.setdefault(name, str(err))
+    errors.update((k, v) for k, v in _duplicates(changes).items() if k not in errors)
+    if errors:
+        return errors
+    return _rehearsed(changes, controller)
+
+
+def _duplicates(changes: list) -> dict[str, str]:
+    """Two entries of a per-GPU setting for the same GPU: the second would silently win."""
+    seen: dict[tuple[str, Any], str] = {}
+    errors: dict[str, str] = {}
+    for change in changes:
+        key = (change.setting, change.gpu)
+        if key in seen and change.setting not in errors:
+            which = "every visible GPU" if change.gpu == ALL else f"GPU {change.gpu}"
+            errors[change.setting] = (f"tfgpu: saved {change.setting} has two entries for {which} "
+                                      f"({shown(seen[key])} and {shown(change.asked)}); keep one")
+        seen.setdefault(key, change.asked)
     return errors
+
+
+def _rehearsed(changes: list, controller: Any) -> dict[str, str]:
+    from .control import Rehearsal, default_controller
+    from .plan import PlanError
+
+    source = controller if controller is not None else default_controller()
+    trial = Rehearsal(source.environ, source.nvml())
+    for change in changes:
+        try:
+            trial.change(change)
+        except PlanError as err:
+            return {change.setting: str(err)}
+    return {}
 
 
 def wanted(settings: list[dict], refused: list[dict], placement: str | None) -> dict[str, Any]:

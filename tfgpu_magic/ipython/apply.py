@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.changes import parse_change
 from ..core.runtime import Status
-from ..core.saved import SavedError, check_placement, lines, normalise
+from ..core.saved import SavedError, check, check_placement, lines, normalise
 from .magics import extension_magics
 
 
@@ -80,16 +80,21 @@ def apply(document: Any, shell: Any = None) -> Result:
     except SavedError as err:
         return Result(ok=False, message=str(err), outcomes=[], placement=None)
     magics = extension_magics(shell)
-    configuring = [line for line in lines(settings) if not line.startswith("placement ")]
-    placement = settings.get("placement", [None])[0]
-    try:
-        changes = [parse_change(line) for line in configuring]
-        if placement is not None:
-            placement = check_placement(placement)
-        outcomes = magics.controller.change_all(changes)
-    except ValueError as err:  # PlanError (RefusedError too), SavedError
+    errors = check(document, magics.controller)  # the verdict Check & save gave: the same rules, run first
+    if errors:
         magics.live.refresh()
-        return Result(ok=False, message=str(err), outcomes=[], placement=None)
+        return Result(ok=False, message=next(iter(errors.values())), outcomes=[], placement=None)
+    changes = [parse_change(line) for line in lines(settings) if not line.startswith("placement ")]
+    placement = settings.get("placement", [None])[0]
+    placement = check_placement(placement) if placement is not None else None  # checked above: its lower case
+    try:
+        outcomes = magics.controller.change_all(changes)
+    except ValueError as err:  # PlanError: refused for the moment (too late), RefusedError among them
+        magics.live.refresh()
+        # After `import tensorflow` what TensorFlow took cannot be taken back: say what took effect, and what not.
+        applied = getattr(err, "applied", ())
+        return Result(ok=False, message=str(err), placement=None, outcomes=_outcome_rows(applied),
+                      not_applied=[c.setting for c in changes[len(applied):]])
     if any(o.status is Status.PENDING for o in outcomes):  # the import's cell then says what became of them
         magics.controller.on_import_report = lambda line: None if magics.quiet else print(line)
     if placement is not None and magics.placement is not None:
@@ -97,5 +102,8 @@ def apply(document: Any, shell: Any = None) -> Result:
             magics.placement.command([placement])
     magics.live.refresh()
     return Result(ok=True, message=None, placement=placement,
-                  outcomes=[{**o.to_dict(), "setting": c.setting, "asked": c.asked}
-                            for c, o in zip(changes, outcomes, strict=True)])
+                  outcomes=_outcome_rows(zip(changes, outcomes, strict=True)))
+
+
+def _outcome_rows(pairs) -> list[dict]:
+    return [{**o.to_dict(), "setting": c.setting, "asked": c.asked} for c, o in pairs]

@@ -140,7 +140,7 @@ class SidebarChannel:
         elif request == "validate":
             from ..core.saved import check  # the magics' parsers: loaded when a sidebar first checks
 
-            errors = check(data.get("settings"))
+            errors = check(data.get("settings"), self.magics.controller)  # its environment and NVML
             comm.send({"type": "validated", "protocol": PROTOCOL, "id": data.get("id"), "ok": not errors,
                        "errors": errors})
         else:

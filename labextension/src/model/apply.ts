@@ -32,13 +32,21 @@ export interface ApplyOutcome {
 
 /**
  * What became of the silent apply, from its execute reply:
- * - `result`: the kernel ran it; `ok` false means it applied nothing and `message` says why;
+ * - `result`: the kernel ran it; `ok` false means `message` says why it stopped: before TensorFlow is imported
+ *   nothing was applied; after, `outcomes` are those that took effect already and `notApplied` the rest;
  * - `not-installed`: tfgpu_magic is not importable in the kernel;
  * - `interrupted`: aborted, interrupted, or the kernel went away before it answered;
  * - `error`: anything else (a bug, a kernel that is not Python): `message` has the kernel's words.
  */
 export type ApplyReply =
-  | { kind: 'result'; ok: boolean; message: string | null; outcomes: ApplyOutcome[]; placement: 'on' | 'off' | null }
+  | {
+      kind: 'result';
+      ok: boolean;
+      message: string | null;
+      outcomes: ApplyOutcome[];
+      placement: 'on' | 'off' | null;
+      notApplied: string[];
+    }
   | { kind: 'not-installed'; message: string }
   | { kind: 'interrupted' }
   | { kind: 'error'; message: string };
@@ -97,12 +105,16 @@ export function parseApplyReply(content: unknown, trans: Trans = plainTrans): Ap
       detail: typeof o.detail === 'string' ? o.detail : ''
     }));
   const placement = result.placement === 'on' || result.placement === 'off' ? result.placement : null;
+  const notApplied = (Array.isArray(result.not_applied) ? result.not_applied : []).filter(
+    (name): name is string => typeof name === 'string'
+  );
   return {
     kind: 'result',
     ok: result.ok,
     message: typeof result.message === 'string' && result.message ? result.message : null,
     outcomes,
-    placement
+    placement,
+    notApplied
   };
 }
 
@@ -171,8 +183,22 @@ export function applyStatusView(
   switch (reply.kind) {
     case 'result': {
       if (!reply.ok) {
+        const why = reply.message ?? trans.__('no reason given');
+        if (reply.outcomes.length > 0) {
+          // After `import tensorflow` what it took stays: say it, beside what was refused.
+          return {
+            text: trans.__(
+              'Saved settings partly applied at kernel start: %1 took effect; not applied: %2, because %3',
+              outcomesText(reply.outcomes, null, trans),
+              reply.notApplied.join(', ') || trans.__('the rest'),
+              why
+            ),
+            level: 'error',
+            retry: false
+          };
+        }
         return {
-          text: trans.__('Saved settings refused at kernel start, none applied: %1', reply.message ?? trans.__('no reason given')),
+          text: trans.__('Saved settings refused at kernel start, none applied: %1', why),
           level: 'error',
           retry: false
         };
