@@ -69,6 +69,9 @@ export const TRANSLATION_DOMAIN = PACKAGE;
 export const DEFAULT_REFRESH_S = 2;
 export const MIN_REFRESH_S = 0.5;
 export const MAX_REFRESH_S = 60;
+/** How long one request may take before the sidebar says "Server not answering" (the server answers a hung
+ * driver's request with the last figures within its `stale_after`, 5 s by default). */
+export const REQUEST_TIMEOUT_MS = 10000;
 /** The longest wait between two polls while the server does not answer (backoff). */
 export const MAX_BACKOFF_MS = 60000;
 

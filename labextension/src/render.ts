@@ -169,6 +169,9 @@ export function renderServer(
   if (view.problem !== null) {
     out.appendChild(line(view.problem, 'warn', 'tfgpu-problem'));
   }
+  if (view.stale !== null && view.problem === null) {
+    out.appendChild(line(view.stale, 'warn', 'tfgpu-stale'));
+  }
   if (view.driver) {
     out.appendChild(line(view.driver, 'muted', 'tfgpu-driver'));
   }

@@ -1,27 +1,33 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { API_NAMESPACE } from './constants';
+import { API_NAMESPACE, REQUEST_TIMEOUT_MS } from './constants';
 
 /**
  * Call the tfgpu_magic server extension: `endPoint` below `<base url>/tfgpu/api/`.
  *
  * Resolves with the parsed JSON body. Rejects with `ServerConnection.NetworkError` when the server
  * does not answer, and with `ServerConnection.ResponseError` (its `response.status` set) when it answers
- * with an error status, e.g. 404 while the server extension is not enabled.
+ * with an error status, e.g. 404 while the server extension is not enabled. A server that has not answered
+ * within `timeoutMs` counts as not answering (NetworkError): the sidebar then says so instead of waiting.
  */
-export async function requestAPI<T>(endPoint = '', init: RequestInit = {}): Promise<T> {
+export async function requestAPI<T>(endPoint = '', init: RequestInit = {}, timeoutMs = REQUEST_TIMEOUT_MS): Promise<T> {
   const settings = ServerConnection.makeSettings();
   const url = URLExt.join(settings.baseUrl, ...API_NAMESPACE, endPoint);
 
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
   let response: Response;
+  let data: any;
   try {
-    response = await ServerConnection.makeRequest(url, init, settings);
+    response = await ServerConnection.makeRequest(url, { ...init, signal: abort.signal }, settings);
+    data = await response.text();
   } catch (error) {
     throw new ServerConnection.NetworkError(error as TypeError);
+  } finally {
+    clearTimeout(timer);
   }
 
-  let data: any = await response.text();
   if (data.length > 0) {
     try {
       data = JSON.parse(data);

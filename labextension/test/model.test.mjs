@@ -19,6 +19,7 @@ import {
   placementView,
   serverProblem,
   serverView,
+  staleLine,
   show,
   strfmt
 } from '../../lib/model/index.js';
@@ -465,4 +466,18 @@ test('each link status has its line; only a kernel without the extension offers 
   assert.equal(messages['no-kernel'].text, 'This notebook has no kernel.');
   assert.match(messages.restarting.text, /restarting/);
   assert.equal(messages.dead.level, 'error');
+});
+
+test('an answer made while the driver hangs says how old its figures are', () => {
+  const answer = {
+    schema: 1,
+    nvml: { available: true, error: null, driver_version: '550.54.15', cuda_driver_version: '12.4' },
+    gpus: [],
+    stale: { age_s: 23.4, reason: 'the driver has not answered for 25 s' }
+  };
+  assert.equal(serverView(answer).stale, 'Figures from 23 s ago: the driver has not answered for 25 s');
+  assert.equal(serverView({ ...answer, stale: null }).stale, null);
+  assert.equal(staleLine({ age_s: null, reason: 'the driver has not answered for 5 s' }),
+    'No figures yet: the driver has not answered for 5 s');
+  assert.equal(staleLine(undefined), null);
 });

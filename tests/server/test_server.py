@@ -285,7 +285,7 @@ async def test_a_failure_inside_the_extension_is_a_reason_not_a_500(jp_fetch, jp
         raise RuntimeError("the NVML binding changed")
 
     feed = jp_serverapp.web_app.settings["tfgpu_feed"]
-    feed._read = broken
+    feed.worker.read = broken
     doc = await get_gpus(jp_fetch)
     assert doc["nvml"]["available"] is False
     assert doc["nvml"]["error"] == {
@@ -394,3 +394,44 @@ def test_parent_pid_reads_proc_and_says_none_for_a_missing_process():
 @pytest.mark.parametrize("raw, expected", [("0", (0,)), ("2,0,2", (2, 0)), (" 1 , 3 ", (1, 3))])
 def test_parse_indices(raw, expected):
     assert gpu_doc.parse_indices(raw) == expected
+
+
+# ---- a hung driver delays nothing but its own figures -----------------------------------------------------------
+
+
+async def test_a_hung_driver_is_answered_at_once_with_the_last_figures_marked_old(jp_fetch, jp_serverapp, fake_gpus):
+    """The driver stops answering while memory goes from 30,000 to 39,000 MiB: each request is answered within the
+    bound with the last figures, their age and the reason; no second reading starts beside the stuck one; once
+    the driver answers again the next request has the new figures at once."""
+    feed = jp_serverapp.web_app.settings["tfgpu_feed"]
+    feed.stale_after = 0.5
+    first = await get_gpus(jp_fetch)
+    assert first["stale"] is None and first["gpus"][0]["memory_used_mib"] == 30000
+    hung = three_gpus()
+    hung["gpus"][0]["memory_used"] = 39000 * MIB
+    fake_gpus.write({**hung, "delays": {"nvmlDeviceGetCount_v2": 3000}})
+    readings = feed.readings
+    for _ in range(3):
+        started = time.monotonic()
+        doc = await get_gpus(jp_fetch)
+        assert time.monotonic() - started < 1.5
+        assert doc["gpus"][0]["memory_used_mib"] == 30000, doc["gpus"][0]  # the last figures, not made up
+        assert doc["stale"]["reason"].startswith("the driver has not answered for "), doc["stale"]
+        assert doc["stale"]["age_s"] >= 0
+    assert feed.readings == readings + 1  # one stuck reading, waited on, never duplicated
+    fake_gpus.write(hung)  # the driver answers again
+    deadline = time.monotonic() + 10
+    while (doc := await get_gpus(jp_fetch))["stale"] is not None:
+        assert time.monotonic() < deadline, doc["stale"]
+        await asyncio.sleep(0.2)
+    assert doc["gpus"][0]["memory_used_mib"] == 39000
+
+
+async def test_a_first_reading_that_hangs_says_why_there_are_no_figures(jp_fetch, jp_serverapp, fake_gpus):
+    feed = jp_serverapp.web_app.settings["tfgpu_feed"]
+    feed.stale_after = 0.3
+    fake_gpus.write({**three_gpus(), "delays": {"nvmlDeviceGetCount_v2": 1500}})
+    doc = await get_gpus(jp_fetch)
+    assert doc["gpus"] == [] and doc["nvml"]["available"] is False
+    assert doc["nvml"]["error"]["detail"].startswith("no GPU figures yet: the driver has not answered for ")
+    assert doc["stale"]["age_s"] is None

@@ -99,6 +99,7 @@ def gpu_document(
         "kernels": kernels,
         "kernel_note": kernel_note,
         "other_users": "shown" if show_other_users else "hidden",
+        "stale": None,  # {"age_s", "reason"} when the driver has not answered in time (handlers.GpuFeed)
     }
 
 

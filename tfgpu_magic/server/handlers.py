@@ -11,13 +11,15 @@ sidebars cost one NVML reading and one sessions query per interval.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import getpass
 import json
 import math
+import queue
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import tornado.web
@@ -49,6 +51,13 @@ class TfgpuServer(Configurable):
         "one reading. 0: every request reads.",
     ).tag(config=True)
 
+    stale_after = Float(
+        5.0,
+        min=0.05,
+        help="Seconds a request waits for an NVML reading (a slow or hung driver) before it is answered at once "
+        "with the last figures, marked with their age and the reason.",
+    ).tag(config=True)
+
 
 def _read_nvml() -> dict[str, Any]:
     from ..core import nvml  # pynvml loads here, in the worker thread, on the first request
@@ -56,17 +65,58 @@ def _read_nvml() -> dict[str, Any]:
     return nvml.snapshot().to_dict()
 
 
+class NvmlWorker:
+    """The one thread that reads NVML for the server. A daemon, never joined: a hung driver must not hold the
+    server's exit (a ThreadPoolExecutor's threads are joined at interpreter exit). One reading at a time: while
+    a call is stuck it is waited on, never duplicated."""
+
+    def __init__(self, read: Callable[[], dict[str, Any]]):
+        self.read = read  # a seam for tests: what one reading calls
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[concurrent.futures.Future | None] = queue.SimpleQueue()
+        self._current: concurrent.futures.Future | None = None
+        self._thread: threading.Thread | None = None
+        self.started_at = -math.inf  # when the reading in progress (or the last one) began, monotonic
+
+    def reading(self) -> concurrent.futures.Future:
+        """The reading in progress, or a new one."""
+        with self._lock:
+            if self._current is not None and not self._current.done():
+                return self._current
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tfgpu-nvml", daemon=True)
+                self._thread.start()
+            self._current = concurrent.futures.Future()
+            self.started_at = time.monotonic()
+            self._jobs.put(self._current)
+            return self._current
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job.set_result(self.read())
+            except BaseException as exc:  # the feed answers with the reason
+                job.set_exception(exc)
+
+    def close(self) -> None:
+        """Stop once the reading in progress ends; nothing waits for it."""
+        self._jobs.put(None)
+
+
 class GpuFeed:
     """The answer of the GPU endpoint, made at most once per ``max_age`` and shared by every request meanwhile:
-    one NVML reading in its own thread (off the event loop), the kernels and their sessions, the JSON."""
+    one NVML reading in its own thread (off the event loop), the kernels and their sessions, the JSON. A
+    reading that takes longer than ``stale_after`` is not waited for: the last answer goes out at once, marked
+    with its age and the reason, and the reading goes on (never a second one beside it)."""
 
     def __init__(self, max_age: float, kernels: Callable[[], Awaitable[list[dict[str, Any]]]], *,
-                 read: Callable[[], dict[str, Any]] = _read_nvml, show_other_users: bool = True):
+                 read: Callable[[], dict[str, Any]] = _read_nvml, show_other_users: bool = True,
+                 stale_after: float = 5.0):
         self.max_age = max_age
+        self.stale_after = stale_after
         self._kernels = kernels
-        self._read = read
+        self.worker = NvmlWorker(read)
         self.show_other_users = show_other_users
-        self._pool: ThreadPoolExecutor | None = None
         self._pending: asyncio.Future | None = None
         self._last: tuple[dict[str, Any], bytes] | None = None
         self._last_at = -math.inf
@@ -77,16 +127,19 @@ class GpuFeed:
         if self._last is not None and time.monotonic() - self._last_at < self.max_age:
             return self._last
         if self._pending is None:
-            self._pending = asyncio.ensure_future(self._make())
+            # The reading starts (or the stuck one is joined) now, so the wait below counts from its start.
+            self._pending = asyncio.ensure_future(self._make(self.worker.reading()))
             self._pending.add_done_callback(self._done)
-        # shield: a client that goes away must not cancel the answer the others wait for
-        return await asyncio.shield(self._pending)
+        waited = time.monotonic() - self.worker.started_at
+        try:
+            # shield: a client that goes away (or times out) must not cancel the answer the others wait for
+            return await asyncio.wait_for(asyncio.shield(self._pending), max(0.0, self.stale_after - waited))
+        except asyncio.TimeoutError:
+            return self._stale()
 
-    async def _make(self) -> tuple[dict[str, Any], bytes]:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tfgpu-nvml")
+    async def _make(self, reading: concurrent.futures.Future) -> tuple[dict[str, Any], bytes]:
         self.readings += 1
-        snap = await asyncio.get_running_loop().run_in_executor(self._pool, self._read)
+        snap = await asyncio.wrap_future(reading)
         document = gpu_document(snap, await self._kernels(), user=_server_user(),
                                 show_other_users=self.show_other_users)
         return document, json.dumps(document).encode()
@@ -96,10 +149,20 @@ class GpuFeed:
         if not future.cancelled() and future.exception() is None:
             self._last, self._last_at = future.result(), time.monotonic()
 
+    def _stale(self) -> tuple[dict[str, Any], bytes]:
+        silent = time.monotonic() - self.worker.started_at
+        reason = f"the driver has not answered for {silent:.0f} s"
+        if self._last is None:  # nothing to show yet: the reason alone
+            document = failure_document(f"no GPU figures yet: {reason} (NVML is still reading)",
+                                        "shown" if self.show_other_users else "hidden")
+        else:
+            document = dict(self._last[0])
+        document["stale"] = {"age_s": round(time.monotonic() - self._last_at, 1) if self._last else None,
+                             "reason": reason}
+        return document, json.dumps(document).encode()
+
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
-            self._pool = None
+        self.worker.close()
 
 
 def _kernel_pid(kernel: Any) -> int | None:
@@ -142,7 +205,7 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
         "schema": SCHEMA, "taken_at": time.time(),
         "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
                  "driver_version": None, "cuda_driver_version": None},
-        "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users,
+        "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users, "stale": None,
     }
 
 
@@ -201,7 +264,8 @@ def setup_handlers(server_app: Any) -> GpuFeed:
     async def kernels() -> list[dict[str, Any]]:
         return await kernels_of(server_app, server_app.log)
 
-    feed = GpuFeed(options.snapshot_max_age, kernels, show_other_users=options.show_other_users)
+    feed = GpuFeed(options.snapshot_max_age, kernels, show_other_users=options.show_other_users,
+                   stale_after=options.stale_after)
     base_url = server_app.web_app.settings["base_url"]
     server_app.web_app.add_handlers(".*$", [
         (url_path_join(base_url, *API_PATH, name), handler, {"feed": feed}) for name, handler in HANDLERS

@@ -55,6 +55,8 @@ export interface GpusAnswer {
   gpus: GpuInfo[];
   kernels?: unknown[];
   kernel_note?: string;
+  /** Set when the driver has not answered in time: the figures are the last ones, `age_s` seconds old. */
+  stale?: { age_s: number | null; reason: string } | null;
   [other: string]: unknown;
 }
 
@@ -126,6 +128,8 @@ export interface ServerView {
   /** Set when NVML works but lists no GPU. */
   empty: string | null;
   kernelNote: string;
+  /** Set when the figures are old: the driver has not answered (a slow or hung driver), and for how long. */
+  stale: string | null;
 }
 
 function memoryBar(gpu: GpuInfo, trans: Trans): MemoryBar {
@@ -324,12 +328,13 @@ export function gpuRow(gpu: GpuInfo, front: FrontNotebook | null = null, trans: 
 /** The whole "All GPUs" section from the server's answer. */
 export function serverView(data: unknown, front: FrontNotebook | null = null, trans: Trans = plainTrans): ServerView {
   const answer = data as GpusAnswer;
-  const view: ServerView = { problem: null, driver: '', gpus: [], empty: null, kernelNote: '' };
+  const view: ServerView = { problem: null, driver: '', gpus: [], empty: null, kernelNote: '', stale: null };
   if (typeof data !== 'object' || data === null || typeof answer.nvml !== 'object' || answer.nvml === null) {
     view.problem = trans.__('The server gave an answer the sidebar does not understand.');
     return view;
   }
   view.kernelNote = typeof answer.kernel_note === 'string' ? answer.kernel_note : '';
+  view.stale = staleLine(answer.stale, trans);
   const nvml = answer.nvml;
   if (!nvml.available || isNA(nvml.error)) {
     const reason = isNA(nvml.error) ? naReason(nvml.error, trans) : trans.__('NVML is not available on this server');
@@ -348,6 +353,18 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
     view.empty = trans.__('NVML sees no GPU on this server.');
   }
   return view;
+}
+
+/** "Figures from 23 s ago: the driver has not answered for 25 s" (null: the figures are current). */
+export function staleLine(stale: unknown, trans: Trans = plainTrans): string | null {
+  if (typeof stale !== 'object' || stale === null) {
+    return null;
+  }
+  const { age_s: age, reason } = stale as { age_s?: unknown; reason?: unknown };
+  const why = typeof reason === 'string' && reason ? reason : trans.__('the driver has not answered');
+  return isNumber(age)
+    ? trans.__('Figures from %1 s ago: %2', Math.round(age), why)
+    : trans.__('No figures yet: %1', why);
 }
 
 /**
