@@ -195,7 +195,7 @@ def unchanged_and_changed(calls: int, changes: int, config_path: Path, config: d
     messages.name(panel)
     try:
         for _ in range(10):  # warm: caches filled, nothing left to publish
-            model.refresh()
+            model.refresh(read_nvml=True)
             nvml.snapshot()
 
         # 2. nothing changed
@@ -203,7 +203,7 @@ def unchanged_and_changed(calls: int, changes: int, config_path: Path, config: d
         mark = messages.mark()
         for _ in range(calls):
             start = time.perf_counter()
-            published += len(model.refresh())
+            published += len(model.refresh(read_nvml=True))
             middle = time.perf_counter()
             nvml.snapshot()
             refresh_times.append(middle - start)
@@ -241,7 +241,7 @@ def unchanged_and_changed(calls: int, changes: int, config_path: Path, config: d
                 time.sleep(0.001)
             mark = messages.mark()
             start = time.perf_counter()
-            changed = model.refresh()
+            changed = model.refresh(read_nvml=True)
             times.append(time.perf_counter() - start)
             sent = messages.since(mark)
             gpu_row = changed.get("gpus", {}).get("gpus", [])[gpu:gpu + 1]

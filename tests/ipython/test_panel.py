@@ -153,7 +153,7 @@ def test_a_gpu_lost_mid_run_is_said_and_the_rest_still_shows(capsys):
     try:
         assert "GPU 1 · NVIDIA L4" in text_of(p) and "Unavailable" not in text_of(p)
         lost["now"] = True
-        p.model.refresh()
+        p.model.refresh(read_nvml=True)
         assert "Unavailable: GPU is lost" in text_of(p) and "30,000 / 40,960 MiB used" in text_of(p)
     finally:
         p.close()
@@ -216,10 +216,10 @@ def test_a_refresh_with_nothing_changed_sends_nothing_and_a_change_sends_only_it
     monkeypatch.setattr(ipywidgets.Widget, "_send", lambda self, msg, buffers=None: sent.append((self, msg)))
     try:
         for _ in range(5):
-            assert model.refresh() == {}
+            assert model.refresh(read_nvml=True) == {}
         assert sent == []
         figures["used"] = 31000
-        changes = model.refresh()
+        changes = model.refresh(read_nvml=True)
         assert set(changes) == {"gpus", "history"}
         updated = {w.model_id for w, _ in sent}
         assert updated == {p._html["memory"].model_id, p._html["chart"].model_id}

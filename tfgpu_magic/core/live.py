@@ -5,7 +5,10 @@ It keeps the kernel's state as plain, JSON-able sections (``SECTIONS``); a refre
 figures, TensorFlow's state and allocator figures, never starting its runtime), keeps a bounded history of
 memory and utilization, and hands each subscriber only the sections that changed: a refresh in which nothing
 changed calls nobody. Per-cell memory is recorded by ``cell_started`` / ``cell_finished``, which a face calls
-around each cell. One background thread refreshes while anybody is subscribed, and only then. The model
+around each cell. One background thread refreshes while anybody is subscribed, and only then; it alone reads
+NVML, so a slow or hung driver delays the figures, never a cell, a view opening or closing, or an unload: the
+other refreshes use its last reading. At most one refresher exists: one stuck in the driver is taken up again
+when a view subscribes, never doubled. The model
 listens to its controller: a setting refused as too late (by any face) refreshes the kernel section, which
 then carries what a restart would apply.
 
@@ -33,6 +36,8 @@ HISTORY_S = 600.0  # the chart's reach: the last ten minutes
 MAX_CELLS = 50
 MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
 MIB = 1 << 20
+FIRST_READING_WAIT_S = 0.5  # a first subscriber waits this long for NVML's first figures, not longer
+JOIN_WAIT_S = 0.2  # how long stopping waits for the refresher to end (one stuck in the driver is left to end)
 
 Changes = dict[str, Any]
 
@@ -70,9 +75,11 @@ class LiveModel:
         self._peaks: dict[str, float] = {}  # the highest peak per device since the last reset, over cells
         self._cell: dict | None = None  # figures at the start of the running cell
         self._devices: list[str] | None = None  # logical devices with an allocator of their own, once known
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the refresher; it clears this itself when it ends
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._reading = None  # the refresher's last NVML snapshot
+        self._first_reading = threading.Event()
         self._atexit = False
         # Counters a benchmark or a test reads.
         self.samples = 0
@@ -114,16 +121,20 @@ class LiveModel:
     # -- subscribers ---------------------------------------------------------------------------------------
     def subscribe(self, callback: Callable[[Changes], None]) -> int:
         """Call ``callback(changes)`` with the sections that changed, from the refresher thread or the thread
-        that changed them. The first subscriber refreshes at once (in this thread, which also loads NVML) and
-        starts the refresher. Returns a token for ``unsubscribe``."""
+        that changed them. The first subscriber starts the refresher, waits a moment for its first NVML reading
+        and refreshes. Returns a token for ``unsubscribe``."""
         with self._lock:
             token = self._next_token
             self._next_token += 1
             first = not self._subscribers
             self._subscribers[token] = callback
         if first:
-            self.refresh()
+            from . import nvml, snapshot  # noqa: F401  (imported here, not in the refresher: see nvml.load_binding)
+
+            nvml.load_binding()
             self._start()
+            self._first_reading.wait(FIRST_READING_WAIT_S)  # a hung driver: the figures come when they come
+            self.refresh()
         return token
 
     def unsubscribe(self, token: int) -> None:
@@ -162,9 +173,12 @@ class LiveModel:
     # -- the refresher ----------------------------------------------------------------------------------------
     def _start(self) -> None:
         with self._lock:
-            if self.running or not self._subscribers:
+            if not self._subscribers:
                 return
             self._stop.clear()
+            if self._thread is not None:  # still there (maybe stuck in the driver): it goes on, no second one
+                self._wake.set()
+                return
             self._thread = threading.Thread(target=self._run, name="tfgpu-live", daemon=True)
             self._thread.start()
             if not self._atexit:
@@ -172,31 +186,48 @@ class LiveModel:
                 self._atexit = True
 
     def _halt(self) -> None:
-        thread = self._thread
-        self._stop.set()
-        self._wake.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10)
         with self._lock:
-            if self._thread is thread:
-                self._thread = None
+            thread = self._thread
+            self._stop.set()
+            self._wake.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=JOIN_WAIT_S)  # a reading stuck in the driver ends on its own, later
         if self._atexit and not self._subscribers:
             atexit.unregister(self.stop)
             self._atexit = False
 
     def _run(self) -> None:
-        # The thread imports nothing: everything it calls was loaded by the first, synchronous refresh.
-        while not self._stop.is_set():
+        # Everything this thread calls was imported by the thread that subscribed (pynvml included).
+        while True:
+            if not self._stop.is_set():
+                self.refresh(read_nvml=True)
+            self._first_reading.set()
             self._wake.wait(self._interval)
             self._wake.clear()
-            if self._stop.is_set():
-                break
-            self.refresh()
+            with self._lock:  # _start reads _thread under the same lock: it either sees us go, or keeps us
+                if self._stop.is_set():
+                    self._thread = None
+                    return
 
-    def refresh(self) -> Changes:
+    def _nvml(self):
+        """The NVML snapshot a refresh renders: the refresher's last; before its first, while it runs, "not
+        read yet"; with no refresher at all (nobody subscribed), a reading now."""
+        if self._reading is not None:
+            return self._reading
+        if self.running:
+            from .nvml import NvmlSnapshot, Unavailable
+
+            return NvmlSnapshot(available=False, error=Unavailable(
+                "error", "reading NVML: the driver has not answered the first reading yet"))
+        return self.controller.nvml()
+
+    def refresh(self, *, read_nvml: bool = False) -> Changes:
         """Sample once and notify subscribers of what changed. Never raises: a failure becomes the ``error``
-        section (which the views show) and the next refresh tries again."""
+        section (which the views show) and the next refresh tries again. NVML's figures are the refresher's
+        last reading; ``read_nvml`` reads the driver now, in this thread, as the refresher does."""
         try:
+            if read_nvml:
+                self._reading = self.controller.nvml()
             sections = self._sample()
         except Exception as err:
             self.errors += 1
@@ -228,7 +259,7 @@ class LiveModel:
         take = self._take
         if take is None:
             from .snapshot import take
-        snap = take(self.controller, peaks=self.peaks())
+        snap = take(self.controller, peaks=self.peaks(), nvml=self._nvml())
         data = snap.to_dict()
         tensorflow = data["tensorflow"]
         kernel = {

@@ -233,6 +233,14 @@ def _ensure_init() -> tuple[Any, Unavailable | None]:
         return _nv, None
 
 
+def load_binding() -> None:
+    """Import pynvml now, in the calling thread, without initialising NVML: a thread that reads NVML later then
+    imports nothing (a first import in a thread can deadlock with `import tensorflow` in another)."""
+    with contextlib.suppress(ImportError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        import pynvml  # noqa: F401
+
+
 def shutdown() -> None:
     """Shut NVML down if ``snapshot()`` initialised it and forget every cache; the next ``snapshot()``
     initialises again. For ``unload_ipython_extension`` and tests. Never raises."""

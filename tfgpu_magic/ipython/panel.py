@@ -99,8 +99,9 @@ class Panel(widgets.VBox):
         self._state: dict[str, Any] = {}
         self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
         self._push_placement()
-        self._render(self.model.state())
+        # Subscribed first: the model's refresher reads NVML, so a hung driver does not hold the panel's opening.
         self._token: int | None = self.model.subscribe(self._render)
+        self._render(self.model.state())
         _open.add(self)
 
     # -- building ------------------------------------------------------------------------------------------
