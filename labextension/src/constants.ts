@@ -52,14 +52,44 @@ export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
 /**
  * The Python the sidebar runs in a kernel to apply the saved settings at its start (model/apply.ts): the
  * module, the user expression that reads its result back, and the call with the metadata document.
+ *
+ * The kernel's working directory is the notebook's folder and comes first on `sys.path` (as ''): a
+ * `tfgpu_magic/` folder shipped beside the notebook would be imported instead of the installed package, and
+ * opening the notebook would run its code. So the call finds the package on `sys.path` without '' and '.'
+ * (explicit entries stay: an editable install's folder is one), loads it from there, and reaches the module
+ * through that package; a helper name is bound for the call only. Not installed: ModuleNotFoundError, which
+ * the sidebar reads as "not installed". The user expression reads the module from `sys.modules` only, so it
+ * imports nothing either (ipykernel evaluates it only after the code succeeded).
  */
 export const PY_APPLY_MODULE = 'tfgpu_magic.ipython.apply';
-/** `__import__('a.b.c')` returns the top package `a`: the module is then reached as `a.b.c` again. */
-const PY_APPLY = `__import__('${PY_APPLY_MODULE}').${PY_APPLY_MODULE.split('.').slice(1).join('.')}`;
-export const PY_APPLY_USER_EXPRESSION = `${PY_APPLY}.last_result()`;
+const PY_PACKAGE = PY_APPLY_MODULE.split('.')[0];
+const PY_INSTALLED = [
+  'def _tfgpu_installed():',
+  '    import importlib, importlib.machinery, importlib.util, sys',
+  `    if ${JSON.stringify(PY_PACKAGE)} not in sys.modules:`,
+  '        path = [p for p in sys.path if p not in ("", ".")]',
+  `        spec = importlib.machinery.PathFinder.find_spec(${JSON.stringify(PY_PACKAGE)}, path)`,
+  '        if spec is None:',
+  `            raise ModuleNotFoundError("No module named ${PY_PACKAGE} in this kernel's environment", name=${JSON.stringify(PY_PACKAGE)})`,
+  '        package = importlib.util.module_from_spec(spec)',
+  `        sys.modules[${JSON.stringify(PY_PACKAGE)}] = package`,
+  '        try:',
+  '            spec.loader.exec_module(package)',
+  '        except BaseException:',
+  `            del sys.modules[${JSON.stringify(PY_PACKAGE)}]`,
+  '            raise',
+  `    return importlib.import_module(${JSON.stringify(PY_APPLY_MODULE)})`
+].join('\n');
+export const PY_APPLY_USER_EXPRESSION = `__import__('sys').modules[${JSON.stringify(PY_APPLY_MODULE)}].last_result()`;
 /** The apply call; the document's JSON text goes in as a JSON string literal, which Python reads too. */
 export function pyApplyCall(documentJson: string): string {
-  return `${PY_APPLY}.apply_json(${JSON.stringify(documentJson)})`;
+  return [
+    PY_INSTALLED,
+    'try:',
+    `    _tfgpu_installed().apply_json(${JSON.stringify(documentJson)})`,
+    'finally:',
+    '    del _tfgpu_installed'
+  ].join('\n');
 }
 
 /** The translation domain of every string a person reads. */

@@ -189,12 +189,20 @@ test('SETTING_NAMES is the kernel order', () => {
 test('applyCode passes the document as a JSON string literal that Python reads as the same JSON', () => {
   const doc = { version: 1, apply_on_start: true, settings: { cpus: '3', limit: ['2GB --gpu 0'], visible: 'a"b\\c\n' } };
   const code = applyCode(doc);
-  assert.ok(code.startsWith("__import__('tfgpu_magic.ipython.apply').ipython.apply.apply_json(\""), code);
-  assert.ok(code.endsWith('")'));
-  const literal = code.slice("__import__('tfgpu_magic.ipython.apply').ipython.apply.apply_json(".length, -1);
+  const call = code.split('\n').find(line => line.startsWith('    _tfgpu_installed().apply_json('));
+  assert.ok(call && call.endsWith(')'), code);
+  const literal = call.slice('    _tfgpu_installed().apply_json('.length, -1);
   assert.deepEqual(JSON.parse(JSON.parse(literal)), doc);
   assert.ok(!literal.includes('\n'), 'one line');
-  assert.equal(APPLY_USER_EXPRESSION, "__import__('tfgpu_magic.ipython.apply').ipython.apply.last_result()");
+  assert.equal(APPLY_USER_EXPRESSION, "__import__('sys').modules[\"tfgpu_magic.ipython.apply\"].last_result()");
+});
+
+test('the apply code never imports from the notebook folder: sys.path without its "" entry, the helper deleted', () => {
+  const code = applyCode({ settings: { cpus: '2' } });
+  assert.ok(code.includes('path = [p for p in sys.path if p not in ("", ".")]'), code);
+  assert.ok(code.includes('importlib.machinery.PathFinder.find_spec("tfgpu_magic", path)'), code);
+  assert.ok(!code.includes('__import__('), 'no plain import, which would search the notebook folder first');
+  assert.ok(code.trimEnd().endsWith('finally:\n    del _tfgpu_installed'), code);
 });
 
 const okReply = result => ({

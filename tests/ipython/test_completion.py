@@ -10,7 +10,7 @@ import sys
 import warnings
 
 import pytest
-from harness import ROOT, SHELL_PRELUDE, run_tf
+from harness import SHELL_PRELUDE, kernel_folder, run_tf
 from IPython.core.completer import provisionalcompleter, rectify_completions
 from IPython.core.error import UsageError
 
@@ -252,7 +252,7 @@ def test_complete_request_in_a_real_kernel():
     jupyter_client = pytest.importorskip("jupyter_client")
     # Like a notebook server's kernel (see test_placement_kernel.py): no PYTHONUNBUFFERED, no pytest marker.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST")}
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=str(ROOT),
+    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=kernel_folder(),
                                                      startup_timeout=60)
     try:
         reply = kc.execute_interactive("%load_ext tfgpu_magic", timeout=60)

@@ -14,7 +14,7 @@ import nbclient
 import nbformat
 import pytest
 from fakenvml import three_gpus
-from harness import ROOT, run_tf, user_env
+from harness import ROOT, frontend_code, kernel_folder, run_tf, user_env
 
 from tfgpu_magic.core import saved
 from tfgpu_magic.core.control import Controller
@@ -170,20 +170,6 @@ p.close()
 # -- in a real kernel, as the sidebar does it ------------------------------------------------------------------
 
 
-def frontend_code(document: dict) -> tuple[str, str]:
-    """The code and the user expression the sidebar sends for ``document``, made by its own compiled constants
-    (labextension/src/constants.ts), so a moved Python module fails here, not in a user's kernel."""
-    node = shutil.which("node")
-    assert node and (ROOT / "lib" / "constants.js").exists(), "needs Node.js and lib/ (make setup builds it)"
-    script = ("import('./lib/constants.js').then(c => process.stdout.write(JSON.stringify("
-              "[c.pyApplyCall(process.argv[1]), c.PY_APPLY_USER_EXPRESSION])))")
-    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    code, expression = json.loads(proc.stdout)
-    return code, expression
-
-
 def silent_apply(client, document: dict) -> dict:
     """The sidebar's call at kernel start: silent, not in the history, the result through user_expressions."""
     code, expression = frontend_code(document)
@@ -198,7 +184,7 @@ def silent_apply(client, document: dict) -> dict:
 def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_trace():
     from jupyter_client.manager import start_new_kernel
 
-    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=kernel_folder())
     try:
         reply = silent_apply(client, {"version": 1, "apply_on_start": True,
                                       "settings": {"cpus": "3", "placement": "on"}})
@@ -239,8 +225,8 @@ def devices_by_first_cell(first_source: str) -> list[str]:
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(first_source), nbformat.v4.new_code_cell("import json\n" + DEVICES)]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120,
-                                     resources={"metadata": {"path": str(ROOT)}})
-    with client.setup_kernel(env=user_env(), cwd=str(ROOT)):
+                                     resources={"metadata": {"path": kernel_folder()}})
+    with client.setup_kernel(env=user_env(), cwd=kernel_folder()):
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
     printed = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("name") == "stdout")
@@ -251,7 +237,7 @@ def devices_by_silent_apply(document: dict) -> list[str]:
     """Apply as the sidebar does at kernel start, then list the devices in the first cell."""
     from jupyter_client.manager import start_new_kernel
 
-    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=kernel_folder())
     try:
         assert silent_apply(client, document)["user_expressions"]["tfgpu"]["data"]["application/json"]["ok"]
         out = []

@@ -11,7 +11,7 @@ import time
 import nbclient
 import nbformat
 import pytest
-from harness import ROOT, user_env
+from harness import kernel_folder, user_env
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -24,8 +24,8 @@ def run_with_widgets(sources: list[str], **env: str) -> tuple[list[str], list[st
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=False,
-                                     store_widget_state=True, resources={"metadata": {"path": str(ROOT)}})
-    with client.setup_kernel(env=user_env(**env), cwd=str(ROOT)):
+                                     store_widget_state=True, resources={"metadata": {"path": kernel_folder()}})
+    with client.setup_kernel(env=user_env(**env), cwd=kernel_folder()):
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
         client.set_widgets_metadata()
@@ -121,7 +121,7 @@ LIVE_CELL = "import time\nbig = tf.ones((4096, 4096)) + 1.0\ntime.sleep(3)\nprin
 def test_panel_updates_reach_the_front_end_while_a_cell_runs():
     from jupyter_client.manager import start_new_kernel
 
-    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT))
+    manager, client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=kernel_folder())
     try:
         for source in LIVE_SETUP:
             reply = client.execute_interactive(source, timeout=120)

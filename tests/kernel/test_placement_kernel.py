@@ -12,7 +12,7 @@ import re
 import sys
 
 import pytest
-from harness import ROOT
+from harness import kernel_folder
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
@@ -30,8 +30,8 @@ def run_notebook(sources: list[str], env_extra: dict[str, str] | None = None) ->
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST")}
     env.update(env_extra or {})
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=60, allow_errors=True,
-                                     resources={"metadata": {"path": str(ROOT)}})
-    with client.setup_kernel(env=env, cwd=str(ROOT)):
+                                     resources={"metadata": {"path": kernel_folder()}})
+    with client.setup_kernel(env=env, cwd=kernel_folder()):
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
     results = []

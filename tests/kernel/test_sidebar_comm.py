@@ -10,7 +10,7 @@ import time
 import uuid
 
 import pytest
-from harness import ROOT, user_env
+from harness import kernel_folder, user_env
 
 from tfgpu_magic.ipython.comm import PLACEMENT_TAIL, SECTIONS, TARGET
 
@@ -24,7 +24,7 @@ class Frontend:
         from jupyter_client.manager import start_new_kernel
 
         # stderr: a file for the kernel process's own stderr, where ipykernel logs a comm handler's traceback.
-        self.manager, self.client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=str(ROOT),
+        self.manager, self.client = start_new_kernel(kernel_name="python3", env=user_env(), cwd=kernel_folder(),
                                                      **({"stderr": stderr} if stderr is not None else {}))
         self.pending: list[dict] = []
 

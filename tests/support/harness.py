@@ -3,9 +3,12 @@ running real TensorFlow in a fresh process (its runtime starts once per process)
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -16,12 +19,33 @@ SUPPORT = TESTS / "support"
 
 def user_env(**extra: str) -> dict[str, str]:
     """A kernel's environment as a user has it: no PYTHONUNBUFFERED (it hides C-level buffering bugs), no
-    TF_CPP_MIN_LOG_LEVEL, no test runner's variables."""
+    TF_CPP_MIN_LOG_LEVEL, no test runner's variables, and nothing of the checkout on PYTHONPATH: the kernel
+    imports tfgpu_magic as installed (the venv's install of this checkout)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST", "TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+           if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST", "TF_CPP_MIN_LOG_LEVEL", "CUDA_VISIBLE_DEVICES",
+                        "PYTHONPATH")}
     env.update(extra)
     return env
+
+
+def kernel_folder() -> str:
+    """A working directory for a kernel that is not the checkout (a notebook's folder is the kernel's, and
+    it comes first on sys.path: the checkout there would be imported instead of the installed package)."""
+    return tempfile.mkdtemp(prefix="tfgpu-kernel-")
+
+
+def frontend_code(document: dict) -> tuple[str, str]:
+    """The code and the user expression the sidebar sends for ``document``, made by its own compiled constants
+    (labextension/src/constants.ts), so a moved Python module fails here, not in a user's kernel."""
+    node = shutil.which("node")
+    assert node and (ROOT / "lib" / "constants.js").exists(), "needs Node.js and lib/ (make setup builds it)"
+    script = ("import('./lib/constants.js').then(c => process.stdout.write(JSON.stringify("
+              "[c.pyApplyCall(process.argv[1]), c.PY_APPLY_USER_EXPRESSION])))")
+    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    code, expression = json.loads(proc.stdout)
+    return code, expression
 
 
 def tf_env(**extra: str) -> dict[str, str]:

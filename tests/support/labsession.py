@@ -96,7 +96,8 @@ class Lab:
 
     ``extra_env`` is merged last into the server's environment, which its kernels inherit; pass only the
     variables to add (e.g. ``fakenvml.fake_env(lib_dir, config, base={})``), not a copy of os.environ.
-    The repository root is on PYTHONPATH, so kernels import this checkout's tfgpu_magic.
+    Nothing of the checkout is on PYTHONPATH and the root folder is a fresh one: the server and its kernels
+    import tfgpu_magic as installed users have it (here: the venv's install of this checkout).
     """
 
     def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90,
@@ -132,8 +133,8 @@ class Lab:
         env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS_ENV}
         env.update(JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_DATA_DIR=str(dirs["data"]),
                    JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), IPYTHONDIR=str(dirs["ipython"]),
-                   JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]), JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]),
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+                   JUPYTERLAB_SETTINGS_DIR=str(dirs["settings"]), JUPYTERLAB_WORKSPACES_DIR=str(dirs["workspaces"]))
+        env.pop("PYTHONPATH", None)
         env.update(self.extra_env)
         self.port = free_port()
         command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
