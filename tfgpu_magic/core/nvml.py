@@ -265,27 +265,21 @@ def snapshot() -> NvmlSnapshot:
         nv, failure = _ensure_init()
         if nv is None:
             return NvmlSnapshot(available=False, error=failure)
-        try:
-            count = nv.nvmlDeviceGetCount()
-        except nv.NVMLError as exc:
-            if getattr(exc, "value", None) != _NVML_UNINITIALIZED:
-                return NvmlSnapshot(available=True, error=unavailable_from_error(exc, "GPU count"), **_versions(nv))
+        count = _gpu_count(nv)
+        if count is None:
             # Someone shut NVML down under us (an unbalanced nvmlShutdown elsewhere in the process):
             # start again once.
             shutdown()
             nv, failure = _ensure_init()
             if nv is None:
                 return NvmlSnapshot(available=False, error=failure)
-            try:
-                count = nv.nvmlDeviceGetCount()
-            except nv.NVMLError as again:
-                if getattr(again, "value", None) != _NVML_UNINITIALIZED:
-                    return NvmlSnapshot(available=True, error=unavailable_from_error(again, "GPU count"),
-                                        **_versions(nv))
-                return NvmlSnapshot(available=True, error=Unavailable(
-                    "error", "GPU count: NVML says it is not initialized even right after nvmlInit succeeded "
-                             "(another library in this process may be shutting it down); the next reading tries "
-                             "again"), **_versions(nv))
+            count = _gpu_count(nv)
+            if count is None:
+                count = Unavailable("error", "GPU count: NVML says it is not initialized even right after nvmlInit "
+                                             "succeeded (another library in this process may be shutting it "
+                                             "down); the next reading tries again")
+        if isinstance(count, Unavailable):
+            return NvmlSnapshot(available=True, error=count, **_versions(nv))
         self_pid = os.getpid()
         gpus = tuple(_read_gpu(nv, index, self_pid) for index in range(count))
         return NvmlSnapshot(available=True, gpus=gpus, **_versions(nv))
@@ -293,6 +287,16 @@ def snapshot() -> NvmlSnapshot:
         return NvmlSnapshot(
             available=False, error=Unavailable("error", f"unexpected {type(exc).__name__} reading NVML: {exc}")
         )
+
+
+def _gpu_count(nv: Any) -> int | Unavailable | None:
+    """The GPU count; why not; or None when NVML says it is not initialized."""
+    try:
+        return nv.nvmlDeviceGetCount()
+    except nv.NVMLError as exc:
+        if getattr(exc, "value", None) == _NVML_UNINITIALIZED:
+            return None
+        return unavailable_from_error(exc, "GPU count")
 
 
 def _versions(nv: Any) -> dict[str, str | Unavailable]:
