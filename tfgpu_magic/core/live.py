@@ -209,6 +209,10 @@ class LiveModel:
                     self._thread = None
                     return
 
+    def last_reading(self):
+        """The refresher's last NVML snapshot, or None before its first."""
+        return self._reading
+
     def _nvml(self):
         """The NVML snapshot a refresh renders: the refresher's last; before its first, while it runs, "not
         read yet"; with no refresher at all (nobody subscribed), a reading now."""

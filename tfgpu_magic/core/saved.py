@@ -80,12 +80,13 @@ def check_placement(value: str) -> str:
     return value.lower()
 
 
-def check(document: Any, controller: Any = None) -> dict[str, str]:
+def check(document: Any, controller: Any = None, nvml: Any = None) -> dict[str, str]:
     """``{setting: the message}`` for each value a kernel start would refuse whatever the moment; empty when a
     start would apply them all. One verdict with ``ipython/apply.py``, which runs this first: the magics'
     parsing, two entries for one GPU, then the controller's own rules on a rehearsal (control.Rehearsal:
     conflicts, GPU indices and sizes against NVML's totals where NVML knows them) with ``controller``'s
-    environment and NVML (the kernel's by default). Applies nothing and needs no TensorFlow."""
+    environment and NVML (the kernel's by default; ``nvml``: a snapshot already read, so nothing waits for the
+    driver). Applies nothing and needs no TensorFlow."""
     try:
         settings = normalise(document)
     except SavedError as err:
@@ -104,7 +105,7 @@ def check(document: Any, controller: Any = None) -> dict[str, str]:
     errors.update((k, v) for k, v in _duplicates(changes).items() if k not in errors)
     if errors:
         return errors
-    return _rehearsed(changes, controller)
+    return _rehearsed(changes, controller, nvml)
 
 
 def _duplicates(changes: list) -> dict[str, str]:
@@ -121,12 +122,12 @@ def _duplicates(changes: list) -> dict[str, str]:
     return errors
 
 
-def _rehearsed(changes: list, controller: Any) -> dict[str, str]:
+def _rehearsed(changes: list, controller: Any, nvml: Any) -> dict[str, str]:
     from .control import Rehearsal, default_controller
     from .plan import PlanError
 
     source = controller if controller is not None else default_controller()
-    trial = Rehearsal(source.environ, source.nvml())
+    trial = Rehearsal(source.environ, nvml if nvml is not None else source.nvml())
     for change in changes:
         try:
             trial.change(change)

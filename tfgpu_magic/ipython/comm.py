@@ -140,7 +140,8 @@ class SidebarChannel:
         elif request == "validate":
             from ..core.saved import check  # the magics' parsers: loaded when a sidebar first checks
 
-            errors = check(data.get("settings"), self.magics.controller)  # its environment and NVML
+            # The kernel's environment, and the refresher's last NVML reading: a hung driver holds no comm message.
+            errors = check(data.get("settings"), self.magics.controller, self.magics.live.last_reading())
             comm.send({"type": "validated", "protocol": PROTOCOL, "id": data.get("id"), "ok": not errors,
                        "errors": errors})
         else:

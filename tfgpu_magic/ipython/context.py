@@ -28,6 +28,10 @@ class Extension(Protocol):
     quiet: bool
     shell: Any
 
+    def shown_panel(self) -> Any: ...  # the live panel `%tfgpu panel` shows, made once
+
+    def close_panels(self) -> int: ...  # close every panel, stop the refresher; how many were open
+
 
 def outcome_line(command: str, outcome: Outcome) -> str:
     detail = f" ({outcome.detail})" if outcome.detail else ""
