@@ -8,9 +8,8 @@ changed calls nobody. Per-cell memory is recorded by ``cell_started`` / ``cell_f
 around each cell. One background thread refreshes while anybody is subscribed, and only then; it alone reads
 NVML, so a slow or hung driver delays the figures, never a cell, a view opening or closing, or an unload: the
 other refreshes use its last reading. At most one refresher exists: one stuck in the driver is taken up again
-when a view subscribes, never doubled. The model
-listens to its controller: a setting refused as too late (by any face) refreshes the kernel section, which
-then carries what a restart would apply.
+when a view subscribes, never doubled. The model listens to its controller: a setting refused as too late
+(by any face) refreshes the kernel section, which then carries what a restart would apply.
 
 Nothing here imports IPython, ipywidgets or TensorFlow; importing this module starts nothing.
 """

@@ -16,6 +16,7 @@ checks the shape). Pure: nothing here applies anything.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import parse_change
@@ -80,32 +81,47 @@ def check_placement(value: str) -> str:
     return value.lower()
 
 
-def check(document: Any, controller: Any = None, nvml: Any = None) -> dict[str, str]:
-    """``{setting: the message}`` for each value a kernel start would refuse whatever the moment; empty when a
-    start would apply them all. One verdict with ``ipython/apply.py``, which runs this first: the magics'
-    parsing, two entries for one GPU, then the controller's own rules on a rehearsal (control.Rehearsal:
-    conflicts, GPU indices and sizes against NVML's totals where NVML knows them) with ``controller``'s
-    environment and NVML (the kernel's by default; ``nvml``: a snapshot already read, so nothing waits for the
-    driver). Applies nothing and needs no TensorFlow."""
+@dataclass(frozen=True)
+class Parsed:
+    """A document read as a kernel start reads it: its changes in the order they apply and its placement, or
+    what is wrong (``{setting: message}``; key "" for the document's shape)."""
+
+    changes: tuple = ()
+    placement: str | None = None  # "on" | "off"
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def parse(document: Any) -> Parsed:
+    """The magics' parsing of every value and the refusal of two entries for one GPU; needs no kernel state."""
     try:
         settings = normalise(document)
     except SavedError as err:
-        return {"": str(err)}
+        return Parsed(errors={"": str(err)})
     errors: dict[str, str] = {}
     changes = []
+    placement = None
     for name, values in settings.items():
         for value in values:
             try:
                 if name == "placement":
-                    check_placement(value)
+                    placement = check_placement(value)
                 else:
                     changes.append(parse_change(f"{name} {value}"))
             except ValueError as err:  # PlanError (argparse's complaints too), SavedError
                 errors.setdefault(name, str(err))
     errors.update((k, v) for k, v in _duplicates(changes).items() if k not in errors)
-    if errors:
-        return errors
-    return _rehearsed(changes, controller, nvml)
+    return Parsed(tuple(changes), placement, errors)
+
+
+def check(document: Any, controller: Any = None, nvml: Any = None) -> dict[str, str]:
+    """``{setting: the message}`` for each value a kernel start would refuse whatever the moment; empty when a
+    start would apply them all. One verdict with ``ipython/apply.py``, which runs the same two steps first:
+    ``parse``, then ``rehearse``: the controller's own rules on a rehearsal (control.Rehearsal: conflicts, GPU
+    indices and sizes against NVML's totals where NVML knows them) with ``controller``'s environment and NVML
+    (the kernel's by default; ``nvml``: a snapshot already read, so nothing waits for the driver). Applies
+    nothing and needs no TensorFlow."""
+    parsed = parse(document)
+    return parsed.errors or rehearse(parsed.changes, controller, nvml)
 
 
 def _duplicates(changes: list) -> dict[str, str]:
@@ -122,7 +138,8 @@ def _duplicates(changes: list) -> dict[str, str]:
     return errors
 
 
-def _rehearsed(changes: list, controller: Any, nvml: Any) -> dict[str, str]:
+def rehearse(changes, controller: Any = None, nvml: Any = None) -> dict[str, str]:
+    """``{setting: message}`` for the first change the controller's rules refuse, applying nothing."""
     from .control import Rehearsal, default_controller
     from .plan import PlanError
 

@@ -14,9 +14,8 @@ import io
 import json
 from typing import Any
 
-from ..core.changes import parse_change
 from ..core.runtime import Status
-from ..core.saved import SavedError, check, check_placement, lines, normalise
+from ..core.saved import parse, rehearse
 from .magics import extension_magics
 
 
@@ -75,18 +74,16 @@ def apply(document: Any, shell: Any = None) -> Result:
         from IPython import get_ipython
 
         shell = get_ipython()
-    try:
-        settings = normalise(document)
-    except SavedError as err:
-        return Result(ok=False, message=str(err), outcomes=[], placement=None)
+    parsed = parse(document)
+    if "" in parsed.errors:  # not a document of ours: the extension is not even loaded for it
+        return Result(ok=False, message=parsed.errors[""], outcomes=[], placement=None)
     magics = extension_magics(shell)
-    errors = check(document, magics.controller)  # the verdict Check & save gave: the same rules, run first
+    # The verdict Check & save gave: the same two steps, run first.
+    errors = parsed.errors or rehearse(parsed.changes, magics.controller)
     if errors:
         magics.live.refresh()
         return Result(ok=False, message=next(iter(errors.values())), outcomes=[], placement=None)
-    changes = [parse_change(line) for line in lines(settings) if not line.startswith("placement ")]
-    placement = settings.get("placement", [None])[0]
-    placement = check_placement(placement) if placement is not None else None  # checked above: its lower case
+    changes, placement = list(parsed.changes), parsed.placement
     try:
         outcomes = magics.controller.change_all(changes)
     except ValueError as err:  # PlanError: refused for the moment (too late), RefusedError among them

@@ -55,8 +55,6 @@ from ..core.tflog import MODES as LOG_MODES
 from ..core.tflog import TfLog
 from . import syntax
 
-SUBCOMMANDS = syntax.PLACEMENT_WORDS
-SHOW_OPTIONS = syntax.SHOW_OPTIONS
 DEFAULT_SHOW_LIMIT = 50
 
 LATE_MESSAGE = (
@@ -397,8 +395,9 @@ class PlacementController:
         if not argv:
             argv = ["status"]
         name, rest = argv[0].lower(), argv[1:]
-        if name not in SUBCOMMANDS:
-            raise UsageError(f"tfgpu: unknown placement subcommand {shown(argv[0])}; valid: {', '.join(SUBCOMMANDS)}")
+        if name not in syntax.PLACEMENT_WORDS:
+            raise UsageError(f"tfgpu: unknown placement subcommand {shown(argv[0])}; "
+                             f"valid: {', '.join(syntax.PLACEMENT_WORDS)}")
         if name != "show" and rest:
             raise UsageError(f"tfgpu: placement {name} takes no arguments, got {shown(' '.join(rest))}")
         handlers = {"on": self._cmd_on, "off": self._cmd_off, "show": self._cmd_show, "clear": self._cmd_clear,
@@ -534,9 +533,9 @@ def parse_show_options(argv: list[str]) -> dict[str, Any]:
     while words:
         word = words.pop(0)
         name, eq, value = word.partition("=")
-        if name not in SHOW_OPTIONS:
+        if name not in syntax.SHOW_OPTIONS:
             raise UsageError(f"tfgpu: unknown option {shown(word)} for placement show; "
-                             f"valid: {', '.join(SHOW_OPTIONS)}")
+                             f"valid: {', '.join(syntax.SHOW_OPTIONS)}")
         if not eq:
             if not words:
                 raise UsageError(f"tfgpu: placement show {name} needs a value")

@@ -140,8 +140,9 @@ def _processes(processes: Any, kernel_by_pid: dict[int, dict], parent_of: Callab
 def parse_indices(raw: str) -> tuple[int, ...]:
     """``?index=0,2`` -> (0, 2); ValueError with a one-line reason for anything else."""
     words = [w.strip() for w in raw.split(",")]
-    # whole_number reads no overlong digit string (Python refuses to convert past 4,300 digits, in its own words).
-    indices = [whole_number(w) if w.isdigit() else None for w in words]
+    # whole_number: ASCII digits from 0 up only, and no overlong digit string converted (Python refuses past 4,300
+    # digits, in its own words).
+    indices = [whole_number(w) for w in words]
     if not raw.strip() or None in indices:
         raise ValueError(f"tfgpu: bad index {shown(raw)}: expected physical GPU indices as nvidia-smi numbers them "
                          f"(0 to {MAX_INDEX}), separated by commas, e.g. ?index=0,2")
