@@ -270,9 +270,15 @@ def test_register_and_unregister_leave_nothing_behind():
     ctl.register()
     assert threading.active_count() == before_threads  # loading starts no thread
     ctl.command(["on"])
-    shell.run_cell("x = 1")
-    assert threading.active_count() == before_threads  # nor does a cell, once it ended
+    for _ in range(3):
+        shell.run_cell("x = 1")
+        # between cells: the one fd-2 reader, kept for the shell's life, and no per-cell thread left over
+        assert threading.active_count() == before_threads + 1
+        assert [t.name for t in threading.enumerate() if t.name.startswith("tfgpu")] == ["tfgpu-stderr"]
+    fd2 = os.readlink("/proc/self/fd/2")
     ctl.unregister()
+    assert threading.active_count() == before_threads  # unloading ends it
+    assert os.readlink("/proc/self/fd/2") != fd2  # and fd 2 points where it did before
     assert shell.events.callbacks["pre_run_cell"] == before_pre
     assert sys.meta_path == before_meta
 
@@ -345,8 +351,10 @@ def test_terminal_ipython_full_log():
     assert "hiding" in c[13]
     assert "quiet" in c[14] and "tfgpu placement" not in c[14]  # off: no summary and no raw line
     assert "0 matching" in c[15]
-    for n in range(1, 17):
-        assert c[n].endswith(f"threads={c[1].rsplit('threads=', 1)[1]}"), (n, c[n])  # no thread left over
+    loaded = int(c[1].rsplit("threads=", 1)[1])
+    for n in range(2, 16):  # the one fd-2 reader from the first cell after loading, and no other left over
+        assert c[n].endswith(f"threads={loaded + 1}"), (n, c[n])
+    assert c[16].endswith(f"threads={loaded}"), c[16]  # unloading ends it
 
 
 @pytest.mark.tf

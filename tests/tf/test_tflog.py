@@ -118,3 +118,4 @@ def test_in_a_kernel_tensorflows_log_is_one_block_and_the_users_lines_pass():
     assert "cpu_feature_guard.cc" in full and "WARNING:tensorflow:careful" in full  # absl's notice: 2.16 on
     assert cells[7]["plain"] == [], cells[7]  # raw: TensorFlow's own handling, no block
     assert cells[8]["stderr"].startswith("UsageError: tfgpu: bad log setting 'bogus'")
+

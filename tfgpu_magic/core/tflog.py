@@ -58,6 +58,23 @@ def classify(line: str, previous: LogLine | None = None) -> LogLine | None:
     return None
 
 
+def maybe_log_start(tail: bytes) -> bool:
+    """Could this partial line (no newline yet) be the start of a line :func:`classify` takes? Such a tail
+    waits for its end instead of passing at once; other text (a progress bar's ``\r`` line) passes."""
+    if not tail:
+        return False
+    first = tail[:1]
+    if first in (b"I", b"W", b"E", b"F"):
+        return len(tail) == 1 or tail[1:2].isdigit() or tail.startswith(_ABSL_NOTICE_BYTES[:len(tail)])
+    if first.isdigit():  # 2.16's dated prefix
+        return True
+    return any(known.startswith(tail[:len(known)]) for known in _CONTINUATIONS_BYTES)
+
+
+_ABSL_NOTICE_BYTES = _ABSL_NOTICE.encode()
+_CONTINUATIONS_BYTES = tuple(text.encode() for text in _CONTINUATIONS)
+
+
 def from_record(record: logging.LogRecord) -> LogLine:
     """A record of TensorFlow's Python logger, as its own handler would have printed it."""
     level = record.levelno

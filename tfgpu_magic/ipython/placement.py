@@ -1,8 +1,10 @@
 """The IPython face of placement capture: ``%tfgpu placement on|off|show|clear`` and ``%%tfgpu device``.
 
 The ``%tfgpu`` magic owns one :class:`PlacementController` per shell and routes to it. The controller hooks
-``pre_run_cell``/``post_run_cell`` and, while it needs to, brackets each cell with a
-:class:`tfgpu_magic.core.placement.Capture`; it never starts a thread or touches a descriptor outside a cell.
+``pre_run_cell``/``post_run_cell``. fd 2 (TensorFlow's C++ log, and its placement log) is read by one
+:class:`tfgpu_magic.core.placement.StderrTap` from the first cell that needs it until the extension is
+unloaded, with each cell's start and end marked on it; while placement is captured a cell is also bracketed
+by a :class:`tfgpu_magic.core.placement.Capture` of fd 1 and the Python streams. Loading starts no thread.
 
 Semantics chosen where TensorFlow leaves no choice (its placement log is fixed when the runtime starts):
 
@@ -41,6 +43,7 @@ from ..core.placement import (
     LineFields,
     PlacementLog,
     RecordTable,
+    StderrTap,
     device_matcher,
     devices_in_source,
     drain_orphans,
@@ -52,7 +55,7 @@ from ..core.placement import (
     tf_log_flag,
 )
 from ..core.tflog import MODES as LOG_MODES
-from ..core.tflog import TfLog
+from ..core.tflog import TfLog, maybe_log_start
 from . import syntax
 
 DEFAULT_SHOW_LIMIT = 50
@@ -98,6 +101,7 @@ class PlacementController:
         self.last_summary: CellSummary | None = None
         self._registered = False
         self._capture: Capture | None = None
+        self._tap: StderrTap | None = None
         self._cell: CellRecorder | None = None
         self._cell_source = ""
         self._cell_forced = False  # %%tfgpu device asked for this cell's placement
@@ -125,6 +129,7 @@ class PlacementController:
     def unregister(self) -> None:
         """Undo everything register() and the commands did: capture, hooks, run metadata."""
         self._stop_capture()
+        self._stop_tap()
         self._cell = None
         self._in_cell = False
         if self._registered:
@@ -146,6 +151,8 @@ class PlacementController:
             self.tflog.watch_python_logger()
         else:
             self.tflog.unwatch_python_logger()
+        if self._tap is not None:
+            self._tap.set_lines(*self._log_taker())
 
     # -- TensorFlow's log ------------------------------------------------------------------------------
     def _observe_tf(self) -> Any:
@@ -232,20 +239,41 @@ class PlacementController:
         if cell is not None:
             cell.add(fields)
 
+    def _log_taker(self) -> tuple[Any, Any]:
+        """What fd 2's reader offers TensorFlow's log: (whole-line taker, partial-line hold), or none."""
+        return (self.tflog.take_line, maybe_log_start) if self.tflog.taming else (None, None)
+
+    def _start_tap(self) -> StderrTap | None:
+        """The one reader of fd 2, started by the first cell that needs it and kept until unload."""
+        if self._tap is None:
+            tap = StderrTap(*self._log_taker())
+            try:
+                tap.start()
+            except OSError as err:  # no fd 2 to redirect (closed): TensorFlow's log stays untamed
+                self._errors.append(f"fd 2 reader could not start: {err}")
+                return None
+            self._tap = tap
+        return self._tap
+
+    def _stop_tap(self) -> None:
+        tap, self._tap = self._tap, None
+        if tap is not None:
+            tap.stop()
+
     def _start_capture(self, placement: bool = True) -> None:
         """Capture the rest of the cell: every placement channel, or (``placement=False``) only fd 2 for
-        TensorFlow's log. A log-only capture widens when placement is asked for mid-cell."""
-        if self._capture is not None and self._capture.active:
-            if not placement or 1 in self._capture.fds:
-                return
-            self._stop_capture()
+        TensorFlow's log, which the tap alone does. Placement asked for mid-cell widens a log-only cell."""
+        tap = self._start_tap()
+        if not placement or (self._capture is not None and self._capture.active):
+            return
         if self._cell is None:
             self._cell = CellRecorder(self._count_guess())
-        taker = self.tflog.take_line if self.tflog.taming else None
-        if placement:
-            self._capture = Capture(self._sink, stderr_lines=taker)
+        if tap is not None:
+            tap.set_sink(self._sink)
+            self._capture = Capture(self._sink, fds=(1,))
         else:
-            self._capture = Capture(self._sink, fds=(2,), streams=(), stderr_lines=taker)
+            lines, hold = self._log_taker()
+            self._capture = Capture(self._sink, stderr_lines=lines, stderr_hold=hold)
         try:
             self._capture.start()
         except OSError as err:  # no descriptors to redirect (closed fd 1/2): placement stays blind
@@ -253,12 +281,19 @@ class PlacementController:
             self._errors.append(f"capture could not start: {err}")
 
     def _stop_capture(self) -> None:
+        """End the cell's capture; once it returns, every line the cell wrote has reached its recorder and
+        TensorFlow's log (the tap's mark), and later fd-2 lines are not placement records of this cell."""
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.stop()
+        tap = self._tap
+        if tap is not None:
+            if not tap.mark():
+                self._errors.append("fd 2 reader did not answer a cell boundary within 5 s")
+            tap.set_sink(None)
 
     def pre_run_cell(self, info: Any = None) -> None:
-        self._stop_capture()  # a capture left over by a cell whose post_run_cell never came
+        self._stop_capture()  # marks fd 2: what came before this cell is not this cell's
         self._cell = None
         self._cell_forced = False
         self._in_cell = True
@@ -274,6 +309,8 @@ class PlacementController:
             self._start_capture()
         elif self.tflog.taming:
             self._start_capture(placement=False)
+        else:  # `log raw` and nothing to capture: fd 2 is TensorFlow's own again
+            self._stop_tap()
 
     def post_run_cell(self, result: Any = None) -> None:
         self._in_cell = False
@@ -482,6 +519,7 @@ class PlacementController:
             "tf_log_at_init_known": self._tf_log_known if self._tf_log_at_init is not None else None,
             "route": route,
             "capturing": self._capture is not None and self._capture.active,
+            "stderr_reader": self._tap is not None and self._tap.active,
             "notes": self._notes(route),
         }
 

@@ -1,7 +1,7 @@
 """Placement capture: TensorFlow's device-placement log in the notebook. records.py parses and keeps the
 records, capture.py takes them from fd 1 / fd 2 around a cell, summary.py sums them up per cell."""
 
-from .capture import Capture, drain_orphans, flush_c_stdio
+from .capture import Capture, StderrTap, drain_orphans, flush_c_stdio
 from .records import (
     CHANNELS,
     DEFAULT_MAXLEN,
@@ -43,6 +43,7 @@ __all__ = [
     "PlacementLog",
     "PlacementRecord",
     "RecordTable",
+    "StderrTap",
     "SummaryRow",
     "base_op_type",
     "device_matcher",

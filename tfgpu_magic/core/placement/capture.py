@@ -1,8 +1,12 @@
-"""Capture scoped to one cell: fd 1 and fd 2 are dup2'd onto pipes drained by two reader threads, C stdio is
-flushed on entry and exit so block-buffered ``printf`` output lands in the cell that caused it, and
+"""Capture of the placement channels: fd 1 and fd 2 are dup2'd onto pipes drained by reader threads, C stdio
+is flushed at cell boundaries so block-buffered ``printf`` output lands in the cell that caused it, and
 ``sys.stdout``/``sys.stderr`` get a filter for the eager lines. Placement lines become records (records.py);
-every other byte goes, unchanged and in order per stream, where it would have gone. No thread exists outside
-:meth:`Capture.start` ... :meth:`Capture.stop`.
+every other byte goes, unchanged and in order per stream, where it would have gone.
+
+:class:`Capture` brackets one cell (no thread exists outside :meth:`Capture.start` ... :meth:`Capture.stop`).
+:class:`StderrTap` stays on fd 2 from a kernel's first cell to the extension's unload and marks cell
+boundaries instead (:meth:`StderrTap.mark`): making and joining a pipe and a thread around every cell cost
+more than the cell itself.
 
 
 This module imports neither IPython nor TensorFlow.
@@ -126,17 +130,26 @@ class _FdRedirect:
     BATCH_S = 0.004
     CHUNK = 1 << 16
 
-    def __init__(self, fd: int, sink: Sink, other_lines: Callable[[str], bool] | None = None):
+    def __init__(self, fd: int, sink: Sink | None, other_lines: Callable[[str], bool] | None = None,
+                 name: str | None = None, hold: Callable[[bytes], bool] | None = None):
         self.fd = fd
-        self.sink = sink
+        self.name = name or f"tfgpu-placement-fd{fd}"
+        self.sink = sink  # None: placement lines are not parsed, they pass like any other line
         # Offered every whole line that is not a placement line; True keeps it off the output (the
         # TensorFlow log taming of tflog.py takes its own lines this way).
         self.other_lines = other_lines
+        # True for a partial line that may be the start of one other_lines takes: it waits (HOLD_S at most)
+        # for its end instead of passing at once, so a line cut by a read is still recognised whole.
+        self.hold = hold
         self._saved: int | None = None
         self._read: int | None = None
         self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._eof = False
+        # True from the moment the reader may hold bytes it has not passed on until it holds none: with
+        # the pipe empty and this False, everything written to fd before now has been handled (mark()).
+        self._busy = False
+        self._marked = threading.Event()
         self.error: BaseException | None = None
 
     def start(self) -> None:
@@ -153,8 +166,25 @@ class _FdRedirect:
         self._saved, self._read = saved, read
         self._wake = os.pipe()
         self._eof = False
-        self._thread = threading.Thread(target=self._run, name=f"tfgpu-placement-fd{self.fd}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
+
+    MARK_DRAIN_READS = 64  # a mark reads at most this many chunks: a child writing nonstop cannot hold it
+
+    def mark(self, timeout: float = 5.0) -> bool:
+        """Return once every byte written to the descriptor before this call has been handed on (sink,
+        line taker or output); a partial line left then counts as a whole one. Cheap when the reader is
+        idle with an empty pipe, which is the usual case between cells. False when the reader did not
+        answer within ``timeout`` (it is stuck writing to a destination that does not read)."""
+        if self._thread is None:
+            return True
+        # The pipe is read first: a byte the reader took out of it already has made it busy.
+        if not select.select([self._read], [], [], 0)[0] and not self._busy:
+            return True
+        self._marked.clear()
+        with contextlib.suppress(OSError):
+            os.write(self._wake[1], b"m")
+        return self._marked.wait(timeout)
 
     def restore(self) -> None:
         """Point the descriptor back at its original destination (the pipe's write end goes with it)."""
@@ -186,25 +216,33 @@ class _FdRedirect:
         flushed = False
         try:
             while True:
+                self._busy = bool(pending)
                 timeout = self.HOLD_S if pending else None
                 ready, _, _ = select.select([read, wake], [], [], timeout)
-                if read in ready:
+                self._busy = True
+                if wake in ready:
+                    final = b"x" in os.read(wake, 64)
+                    for _ in range(self.MARK_DRAIN_READS if not final else 1 << 62):
+                        if not select.select([read], [], [], 0)[0]:
+                            break
+                        data = os.read(read, self.CHUNK)
+                        if not data:
+                            self._eof = True
+                            break
+                        pending = self._feed(pending + data)
+                    if final or self._eof:
+                        break
+                    pending = self._flush_pending(pending)
+                    self._marked.set()
+                elif read in ready:
                     data = os.read(read, self.CHUNK)
                     if not data:
                         self._eof = True
                         break
                     pending = self._feed(pending + data)
                     flushed = False
-                    if len(data) < self.CHUNK and wake not in ready:
+                    if len(data) < self.CHUNK:
                         time.sleep(self.BATCH_S)
-                elif wake in ready:
-                    while select.select([read], [], [], 0)[0]:
-                        data = os.read(read, self.CHUNK)
-                        if not data:
-                            self._eof = True
-                            break
-                        pending = self._feed(pending + data)
-                    break
                 elif self.fd == 1 and not flushed:
                     # maybe a cut printf line whose rest is still in C's buffer
                     flushed = True
@@ -215,13 +253,21 @@ class _FdRedirect:
         except BaseException as err:  # never lose output because of us
             self.error = err
         finally:
-            if pending:
-                text = pending.decode("utf-8", "replace")
-                fields = parse_line(text)
-                if fields is not None:
-                    self.sink(fields)
-                elif not (self.other_lines is not None and self._taken(text)):
-                    _write_all(self._saved, pending)
+            self._flush_pending(pending)
+            self._busy = False
+            self._marked.set()  # a mark waiting on a reader that ended has nothing more to wait for
+
+    def _flush_pending(self, pending: bytes) -> bytes:
+        """A partial line at a boundary counts as a whole one."""
+        if pending:
+            text = pending.decode("utf-8", "replace")
+            sink = self.sink
+            fields = parse_line(text) if sink is not None else None
+            if fields is not None:
+                sink(fields)
+            elif not (self.other_lines is not None and self._taken(text)):
+                _write_all(self._saved, pending)
+        return b""
 
     def _taken(self, text: str) -> bool:
         try:
@@ -232,14 +278,15 @@ class _FdRedirect:
     def _feed(self, data: bytes) -> bytes:
         *lines, tail = data.split(b"\n")
         out = []
+        sink = self.sink
         for line in lines:
-            if b"/device:" in line:
+            if sink is not None and b"/device:" in line:
                 fields = parse_line(line.decode("utf-8", "replace"))
                 if fields is not None:
                     if out:
                         _write_all(self._saved, b"".join(out))
                         out = []
-                    self.sink(fields)
+                    sink(fields)
                     continue
             if self.other_lines is not None and self._taken(line.decode("utf-8", "replace")):
                 if out:  # what came before goes out first: order is kept
@@ -247,12 +294,65 @@ class _FdRedirect:
                     out = []
                 continue
             out.append(line + b"\n")
-        if tail and not maybe_placement_prefix(tail):
+        if tail and not maybe_placement_prefix(tail) and not (self.hold is not None and self.hold(tail)):
             out.append(tail)
             tail = b""
         if out:
             _write_all(self._saved, b"".join(out))
         return tail
+
+
+class StderrTap:
+    """fd 2 read for a kernel's life by one reader thread: TensorFlow's log lines go to ``lines`` (a taker,
+    tflog.py), placement lines to ``sink`` while one is set, every other byte to where fd 2 pointed before.
+
+    The kernel marks each cell's start and end (:meth:`mark`) instead of making a pipe and a thread per
+    cell; a mark costs one ``select`` when nothing is in flight. Started by the first cell that needs it,
+    never at import or ``%load_ext``; :meth:`stop` puts fd 2 back."""
+
+    def __init__(self, lines: Callable[[str], bool] | None = None, hold: Callable[[bytes], bool] | None = None):
+        self._lines = lines
+        self._hold = hold
+        self._redirect: _FdRedirect | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._redirect is not None
+
+    def start(self) -> None:
+        if self._redirect is None:
+            redirect = _FdRedirect(2, None, self._lines, name="tfgpu-stderr", hold=self._hold)
+            redirect.start()
+            self._redirect = redirect
+
+    def set_sink(self, sink: Sink | None) -> None:
+        """Placement lines on fd 2 go to ``sink`` from now on (None: they pass through)."""
+        if self._redirect is not None:
+            self._redirect.sink = sink
+
+    def set_lines(self, lines: Callable[[str], bool] | None, hold: Callable[[bytes], bool] | None = None) -> None:
+        """Offer fd 2's other whole lines to ``lines`` (None: they pass); ``hold`` as for _FdRedirect."""
+        self._lines, self._hold = lines, hold
+        if self._redirect is not None:
+            self._redirect.other_lines = lines
+            self._redirect.hold = hold
+
+    def mark(self) -> bool:
+        """Every byte written to fd 2 before this call has been handed on when it returns (True)."""
+        flush_c_stdio()  # what C buffered belongs to the side of the mark it was written on
+        return self._redirect is None or self._redirect.mark()
+
+    def stop(self) -> None:
+        redirect, self._redirect = self._redirect, None
+        if redirect is not None:
+            flush_c_stdio()
+            redirect.restore()
+            redirect.finish()
+            drain_orphans()
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._redirect.error if self._redirect is not None else None
 
 
 _MISSING = object()
@@ -358,9 +458,11 @@ class Capture:
     and after a failed start, and always restores the descriptors and streams."""
 
     def __init__(self, sink: Sink, fds: Sequence[int] = (1, 2), streams: Sequence[str] = ("stdout", "stderr"),
-                 stderr_lines: Callable[[str], bool] | None = None):
+                 stderr_lines: Callable[[str], bool] | None = None,
+                 stderr_hold: Callable[[bytes], bool] | None = None):
         self.sink = sink
         self.stderr_lines = stderr_lines  # offered fd 2's other lines (TensorFlow's log taming)
+        self.stderr_hold = stderr_hold
         self._fds = tuple(fds)
         self._stream_names = tuple(streams)
         self._redirects: list[_FdRedirect] = []
@@ -381,7 +483,8 @@ class Capture:
         flush_c_stdio()  # what C buffered before the cell belongs before it
         try:
             for fd in self._fds:
-                redirect = _FdRedirect(fd, self.sink, self.stderr_lines if fd == 2 else None)
+                redirect = (_FdRedirect(2, self.sink, self.stderr_lines, hold=self.stderr_hold) if fd == 2
+                            else _FdRedirect(fd, self.sink))
                 redirect.start()
                 self._redirects.append(redirect)
             for name in self._stream_names:
