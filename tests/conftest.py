@@ -8,13 +8,21 @@ course, gpu. A test in tf/, kernel/, server/, browser/, course/ or gpu/ carries 
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # pytest-jupyter has no entry point: its jp_fetch and server fixtures are loaded here (tests/server/test_server.py).
 pytest_plugins = ["fakenvml_fixtures", "pytest_jupyter.jupyter_server"]
+
+
+def pytest_configure(config):
+    """The suite's kernels and servers keep their runtime files (connection files, tfgpu's GPU claims) in a folder
+    of its own: never the user's, and never shared with a test run beside it."""
+    os.environ["JUPYTER_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="tfgpu-tests-runtime-")
 
 
 @pytest.fixture(autouse=True)

@@ -10,9 +10,9 @@ from .render.snapshot import ShownSnapshot, take
 
 
 def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None,
-              gpu=None) -> tuple[Outcome, ...]:
+              gpu=None, min_free=None, wait=None) -> tuple[Outcome, ...]:
     changes = from_keywords(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, cpumem=cpumem,
-                            gpu=gpu)
+                            gpu=gpu, min_free=min_free, wait=wait)
     # All or nothing before import: one bad value puts the plan and the environment back. A refusal as too late
     # is recorded by the controller, so the panel and the sidebar offer "Restart kernel and apply" for it.
     return default_controller().change_all(changes)

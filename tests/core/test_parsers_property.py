@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
 from tfgpu_magic import api
+from tfgpu_magic.core.changes import visible_change
 from tfgpu_magic.core.placement import parse_device
 from tfgpu_magic.core.plan import (
     MAX_SIZE_MIB,
@@ -22,6 +23,7 @@ from tfgpu_magic.core.plan import (
     parse_visible,
     whole_number,
 )
+from tfgpu_magic.core.waiting import parse_duration
 from tfgpu_magic.ipython.magics import _option_value
 from tfgpu_magic.ipython.placement import parse_show_options
 from tfgpu_magic.ipython.syntax import parsers
@@ -29,7 +31,8 @@ from tfgpu_magic.ipython.syntax import parsers
 digits = st.text(string.digits, min_size=1, max_size=6000)
 numbers = st.one_of(digits, st.builds(lambda d, f: f"{d}.{f}", digits, digits),
                     st.integers().map(str), st.floats(allow_nan=True).map(str))
-units = st.sampled_from(["", "MiB", "MB", "GiB", "GB", "g", "TB", "TiB", "%", "XB", "kb", "Gb", " GB"])
+units = st.sampled_from(["", "MiB", "MB", "GiB", "GB", "g", "TB", "TiB", "%", "XB", "kb", "Gb", " GB",
+                         "s", "m", "h", "d", " years", "ms", "e400s"])
 sizes = st.builds(lambda n, u: n + u, numbers, units)
 words = st.one_of(st.text(max_size=200), sizes, numbers,
                   st.text(string.digits + ",:x*auto-.% ", max_size=300),
@@ -65,6 +68,7 @@ def test_visible_virtual_count_index_on_off_parsers(text):
         (lambda t: parse_count(t, what="CPU count"), lambda v: 1 <= v <= 256),
         (parse_index, lambda v: 0 <= v < 2**31),
         (lambda t: parse_on_off(t, what="growth"), lambda v: isinstance(v, bool)),
+        (parse_duration, lambda v: 0 < v <= 7 * 24 * 3600),
     ):
         try:
             value = parse(text)
@@ -93,6 +97,20 @@ def test_each_subcommands_argument_parser(name, argv):
 
 
 @SETTINGS
+@given(st.one_of(words, st.sampled_from(["auto", "auto:2", "2", "0,1", "all", "none"])),
+       st.one_of(st.none(), words), st.one_of(st.none(), words))
+def test_visible_with_min_free_and_wait(spec, floor, wait):
+    try:
+        change = visible_change(spec, floor, "%tfgpu visible ...", wait)
+    except ValueError as err:
+        _message_ok(err)
+    else:
+        value = change.value
+        assert wait is None or 0 < value.wait_s <= 7 * 24 * 3600
+        assert floor is None or 1 <= value.min_free_mib <= MAX_SIZE_MIB
+
+
+@SETTINGS
 @given(st.lists(st.one_of(words, st.sampled_from(["--device", "--op", "--cell", "--limit", "--cell=x"])),
                 max_size=6))
 def test_placement_show_options(argv):
@@ -113,11 +131,12 @@ def test_config_options(name, value):
 
 
 @settings(SETTINGS, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(["visible", "growth", "limit", "virtual", "cpus", "gpu"]),
+@given(name=st.sampled_from(["visible", "growth", "limit", "virtual", "cpus", "gpu", "min_free", "wait"]),
        value=st.one_of(words, st.integers(min_value=-(10**6000), max_value=10**6000), st.booleans(),
                        st.lists(st.one_of(st.integers(), words), max_size=3)))
 def test_python_api_arguments(private_controller, name, value):
-    kwargs = {name: value} if name != "gpu" else {"gpu": value, "limit": "1GB"}
+    kwargs = {"gpu": value, "limit": "1GB"} if name == "gpu" else {name: value, "visible": "auto"} \
+        if name in ("min_free", "wait") else {name: value}
     try:
         api.configure(**kwargs)
     except ValueError as err:

@@ -65,12 +65,12 @@ def ours(ip, code: str) -> list[str]:
     ("%tfgpu limit --gpu 1 ", ["off"]),
     ("%tfgpu virtual 2x1GB --gpu ", ["0", "1", "2"]),
     ("%tfgpu virtual ", ["off", "--gpu"]),
-    ("%tfgpu visible ", ["all", "none", "auto", "auto:", "0", "1", "2", "--min-free"]),
+    ("%tfgpu visible ", ["all", "none", "auto", "auto:", "0", "1", "2", "--min-free", "--wait"]),
     ("%tfgpu visible a", ["all", "auto", "auto:"]),
     ("%tfgpu visible auto:", ["auto:1", "auto:2", "auto:3"]),
     ("%tfgpu visible 0,", ["0,1", "0,2"]),
     ("%tfgpu visible 0,2,", ["0,2,1"]),
-    ("%tfgpu visible auto ", ["--min-free"]),
+    ("%tfgpu visible auto ", ["--min-free", "--wait"]),
     ("%tfgpu cpus ", ["off", "1", "2", "3", "4", "5", "6", "7", "8"]),
     ("%tfgpu status ", ["--json"]),
     ("%tfgpu devices --", ["--json"]),
@@ -183,7 +183,7 @@ def test_other_lines_are_left_to_ipython(ip):
 def test_help_for_one_subcommand(ip, capsys):
     ip.run_line_magic("tfgpu", "help visible")
     out = capsys.readouterr().out
-    assert out.startswith("%tfgpu visible SPEC [--min-free SIZE]")
+    assert out.startswith("%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]")
     assert "--min-free" in out and "examples:" in out and "%tfgpu visible auto:2 --min-free 10GB" in out
     assert "%tfgpu growth" not in out
 

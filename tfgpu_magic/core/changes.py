@@ -25,6 +25,7 @@ from .plan import (
     parse_visible,
     shown,
 )
+from .waiting import parse_duration
 
 
 @dataclass(frozen=True)
@@ -86,13 +87,18 @@ def _off(text: str) -> bool:
     return text.lower() == "off"
 
 
-def visible_change(spec: str, min_free: str | None, command: str) -> Change:
+def visible_change(spec: str, min_free: str | None, command: str, wait: str | None = None) -> Change:
     parsed = parse_visible(spec)
-    if min_free is not None:
-        if parsed.auto is None:
-            raise PlanError(f"--min-free only goes with auto or auto:N, not {shown(spec)}")
-        parsed = VisibleSpec(auto=parsed.auto, min_free_mib=parse_size(min_free, allow_percent=False,
-                                                                       what="--min-free size"))
+    if min_free is not None or wait is not None:
+        if parsed.every or (parsed.auto is None and not parsed.indices):
+            option = "--min-free" if min_free is not None else "--wait"
+            raise PlanError(f"{option} goes with auto, auto:N or GPU indices, not {shown(spec)}")
+        if wait is not None and parsed.auto is None and min_free is None:
+            raise PlanError(f"--wait with GPU indices needs --min-free SIZE (what to wait for), like "
+                            f"`%tfgpu visible {spec} --min-free 10GB --wait 10m`")
+        floor = None if min_free is None else parse_size(min_free, allow_percent=False, what="--min-free size")
+        parsed = VisibleSpec(indices=parsed.indices, auto=parsed.auto, min_free_mib=floor,
+                             wait_s=None if wait is None else parse_duration(wait))
     return Change("visible", parsed, ALL, command)
 
 
@@ -126,10 +132,12 @@ PARSERS: dict[str, ArgParser] = {
     "cpumem": parser("cpumem", "state"),
 }
 PARSERS["visible"].add_argument("--min-free", default=None, action=Once,
-                                help="with auto: only GPUs with this much free")
+                                help="only GPUs with this much free memory (with indices: wait until they have it)")
+PARSERS["visible"].add_argument("--wait", default=None, action=Once,
+                                help="wait up to this long (30s, 10m, 2h) for GPUs that qualify")
 
 _FROM_ARGS: dict[str, Callable[[argparse.Namespace, str], Change]] = {
-    "visible": lambda a, command: visible_change(a.spec, a.min_free, command),
+    "visible": lambda a, command: visible_change(a.spec, a.min_free, command, a.wait),
     "growth": lambda a, command: growth_change(a.state, command),
     "limit": lambda a, command: limit_change(a.size, a.gpu, command),
     "virtual": lambda a, command: virtual_change(a.spec, a.gpu, command),
@@ -167,7 +175,7 @@ def keyword_text(value) -> str:
 
 
 def from_keywords(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None,
-                  gpu=None) -> list[Change]:
+                  gpu=None, min_free=None, wait=None) -> list[Change]:
     """``configure()``'s keywords as Changes, in the order the API applies them; parses everything first, so
     one bad value raises (PlanError) before anything is applied."""
     gpu_text = None if gpu is None else keyword_text(gpu)
@@ -175,9 +183,15 @@ def from_keywords(*, visible=None, growth=None, limit=None, virtual=None, cpus=N
         parse_index(gpu_text)  # a bad --gpu is said first, whatever else is wrong
     suffix = "" if gpu is None else f" --gpu {gpu}"
     changes = []
+    if (min_free is not None or wait is not None) and visible is None:
+        raise PlanError("min_free and wait go with visible, like "
+                        "configure(visible='auto', min_free='20GB', wait='10m')")
     if visible is not None:
         text = "none" if isinstance(visible, (list, tuple)) and not visible else keyword_text(visible)
-        changes.append(visible_change(text, None, f"%tfgpu visible {text}"))
+        floor = None if min_free is None else keyword_text(min_free)
+        patience = None if wait is None else keyword_text(wait)
+        options = "".join(f" --{name} {value}" for name, value in (("min-free", floor), ("wait", patience)) if value)
+        changes.append(visible_change(text, floor, f"%tfgpu visible {text}{options}", patience))
     if cpus is not None:
         changes.append(cpus_change(keyword_text(cpus), f"%tfgpu cpus {keyword_text(cpus)}"))
     if cpumem is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
 from . import nvml as nvml_module
+from .assignment import Assignment, Given, start_environment
 from .changes import Change
 from .importguard import importing_tensorflow_elsewhere
 from .inputs import printable
@@ -32,6 +33,7 @@ from .runtime import (
     probe,
     remove_import_hook,
 )
+from .waiting import Claims, claims_by_index, gpu_key, wait_until
 from .warn import warn
 
 CPU_FIGURES_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
@@ -61,12 +63,14 @@ class Controller:
     def __init__(self, environ: MutableMapping[str, str] | None = None,
                  nvml_snapshot: Callable[[], nvml_module.NvmlSnapshot] | None = None,
                  tensorflow: Callable[[], object] | None = None, prober: Callable[[], Probe] | None = None,
-                 hooks_import: bool = True):
+                 hooks_import: bool = True, assignment: Assignment | None = None):
         # The last three are seams for tests of the GPU paths on machines without a GPU: an
         # in-memory NVML and a recording stand-in for TensorFlow in a chosen state. hooks_import=False: a
         # controller that never applies anything at `import tensorflow` (a rehearsal, core/saved.py).
         self.hooks_import = hooks_import
         self.environ = os.environ if environ is None else environ
+        # The GPUs a scheduler gave this kernel: CUDA_VISIBLE_DEVICES as the process started with it (assignment.py).
+        self.assignment = assignment or Assignment.from_environ(start_environment() if environ is None else environ)
         self._nvml_snapshot = nvml_snapshot
         self._tensorflow = tensorflow or (lambda: sys.modules["tensorflow"])
         self.probe = prober or probe
@@ -81,6 +85,10 @@ class Controller:
         # setting -> its last refusal as too late, until a later change of it is accepted.
         self.refused: dict[str, Refusal] = {}
         self._listeners: list[Callable[[], None]] = []
+        # GPUs this kernel chose by free memory and holds until it allocates there (waiting.py); None: no claims.
+        self.claims: Claims | None = Claims() if hooks_import else None
+        # Told a line now and then while `visible ... --wait` waits (the magics show it in place).
+        self.on_progress: Callable[[str], None] | None = None
 
     # -- listeners -------------------------------------------------------------------------------
     def listen(self, callback: Callable[[], None]) -> None:
@@ -103,6 +111,10 @@ class Controller:
     def nvml(self) -> nvml_module.NvmlSnapshot:
         return (self._nvml_snapshot or nvml_module.snapshot)()
 
+    def given(self, snap: nvml_module.NvmlSnapshot | None) -> Given:
+        """The inherited assignment matched to this snapshot's GPUs."""
+        return self.assignment.resolve(snap)
+
     def adapter(self, tf, state: TFState, snap: nvml_module.NvmlSnapshot | None = None) -> Adapter:
         snap = snap if snap is not None else self.nvml()
         return Adapter(tf, state, cuda_order(self.environ, snap), snap.memory_totals_mib(), self.environ)
@@ -112,13 +124,22 @@ class Controller:
         """Validate and apply one change. Raises PlanError (bad input) or RefusedError (too late);
         in both cases nothing changed."""
         self._wait_for_import()
+        claimed: tuple[str, ...] = ()
+        if self._chooses(change):
+            change, claimed = self._choose(change)  # may wait: outside the lock
         try:
             with self._lock:
                 outcome = self._change(change)
         except RefusedError as err:
+            self._release(claimed)
             self.refused[change.setting] = Refusal(change.setting, change.asked, str(err))
             self._tell_listeners()
             raise
+        except BaseException:
+            self._release(claimed)
+            raise
+        if change.setting == "visible" and self.claims is not None:  # the new choice replaces an older one
+            self._release(tuple(k for k in self.claims.held() if k not in claimed))
         if self.refused.pop(change.setting, None) is not None:  # asked again and accepted: nothing to restart for
             self._tell_listeners()
         return outcome
@@ -127,13 +148,15 @@ class Controller:
         state = self.probe().state
         snap = self.nvml() if _needs_inventory(change) else None
         value = change.value
+        given = self.given(snap) if snap is not None else Given()
         if change.setting == "visible" and isinstance(value, VisibleSpec) and value.auto is not None:
-            value = self._pick_auto(value, snap)
+            value = self._pick_auto(value, snap, given)
         self._check_environment(change, value)
+        self._check_given(change, value, given)
         unchecked = self._check_inventory(change, value, snap, self.plan) if snap is not None else ""
         new_plan = self._planned(change.setting, value, change.gpu)
         note = "; ".join(n for n in (unchecked, self._environment_note(change.setting, value)) if n)
-        env = self._visible_env(new_plan.visible) if change.setting == "visible" else {}
+        env = self._visible_env(new_plan.visible, given, snap) if change.setting == "visible" else {}
         if change.setting == "cpumem":
             # Read when the runtime starts: after that, the variable would only mislead.
             env = {CPU_FIGURES_VAR: "true" if value else None} if state < TFState.INITIALIZED else {}
@@ -184,6 +207,71 @@ class Controller:
                 err.applied = tuple(zip(changes, outcomes, strict=False))  # those before the refused one
             raise
         return tuple(outcomes)
+
+    # -- choosing GPUs by free memory, maybe waiting -----------------------------------------------------
+    def _chooses(self, change: Change) -> bool:
+        value = change.value
+        return (self.claims is not None and change.setting == "visible" and isinstance(value, VisibleSpec)
+                and value.chooses and self.probe().state < TFState.INITIALIZED)
+
+    def _release(self, keys: tuple[str, ...]) -> None:
+        if self.claims is not None and keys:
+            self.claims.release(keys)
+
+    def _choose(self, change: Change) -> tuple[Change, tuple[str, ...]]:
+        """``visible auto[:N]`` or ``visible I --min-free SIZE``, with ``--wait`` or not: the GPUs that qualify
+        now (or, waiting, as soon as they do), claimed so another kernel choosing at the same time takes others.
+        Returns the change with those GPUs named, and the claims taken for it."""
+        spec: VisibleSpec = change.value  # type: ignore[assignment]
+        want = spec.auto if spec.auto is not None else len(spec.indices)
+        floor = spec.min_free_mib
+        claims = self.claims
+        assert claims is not None
+        state: dict = {}
+
+        def pick() -> tuple[VisibleSpec | None, str]:
+            snap = self.nvml()
+            if not snap.available or snap.error is not None:  # auto, or indices with --min-free
+                raise PlanError(f"`{change.command}` needs NVML to see free memory, and it is unavailable "
+                                f"({_why(snap.error)}); name the GPUs instead, like `%tfgpu visible 0`")
+            given = self.given(snap)
+            if given.error is not None:
+                raise PlanError(f"`{change.command}` refused: {given.error}")
+            self._check_given(change, VisibleSpec(indices=spec.indices), given)
+            taken = claims_by_index(claims, snap)
+            pool = spec.indices or tuple(g.index for g in snap.gpus if given.allows(g.index))
+            rows = []
+            for index in pool:
+                gpu = snap.gpu(index)
+                if gpu is None:
+                    raise PlanError(f"GPU {index} does not exist: this machine's GPUs are {self._gpu_list(snap)} "
+                                    "(physical indices, as nvidia-smi numbers them)")
+                rows.append((gpu, gpu.memory_free_mib if isinstance(gpu.memory_free_mib, int) else None))
+            ok = [(free, gpu.index) for gpu, free in rows
+                  if free is not None and (floor is None or free >= floor) and gpu.index not in taken]
+            ok.sort(key=lambda fi: (-fi[0], fi[1]))
+            line = _waiting_line(want, floor, spec, rows, taken)
+            state["line"] = line
+            if len(ok) < want:
+                return None, line
+            chosen = tuple(sorted(i for _, i in ok[:want])) if spec.auto is not None else spec.indices
+            keys = tuple(gpu_key(snap.gpu(i)) for i in chosen)
+            got = [k for k in keys if claims.claim(k)]
+            if len(got) < len(keys):  # another kernel was quicker: give back what we took, wait on
+                claims.release(got)
+                return None, line
+            state["keys"] = keys
+            return VisibleSpec(indices=chosen), line
+
+        if spec.wait_s is None:
+            chosen, line = pick()
+            if chosen is None:
+                target, _, have = line.removeprefix("waiting for ").partition(": ")
+                raise PlanError(f"`{change.command}` needs {target}, and not enough qualify now ({have or 'no GPU'}); "
+                                "ask for fewer, lower --min-free, name GPUs, or wait with --wait 10m")
+        else:
+            chosen = wait_until(pick, spec.wait_s, f"`{change.command}`", self.on_progress)
+        return replace(change, value=chosen), tuple(state.get("keys", ()))
 
     def _wait_for_import(self) -> None:
         """Another thread is running `import tensorflow`: the module is half made, so wait for it
@@ -298,29 +386,52 @@ class Controller:
             return _ignored_growth_note(self.environ)
         return ""
 
-    def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None) -> VisibleSpec:
+    def _check_given(self, change: Change, value, given: Given) -> None:
+        """Refuse GPUs outside the set this kernel was given at start (or any, when that set cannot be matched)."""
+        if not given.restricted:
+            return
+        named = list(value.indices) if change.setting == "visible" and isinstance(value, VisibleSpec) else []
+        named += [change.gpu] if change.gpu != ALL else []
+        if given.error is not None and (named or change.setting == "visible"):
+            raise PlanError(f"`{change.command}` refused: {given.error}")
+        for index in named:
+            if not given.allows(index):
+                raise PlanError(f"`{change.command}` refused: {given.refusal(f'GPU {index}')}")
+
+    def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
+                   given: Given | None = None) -> VisibleSpec:
         if snap is None or not snap.available or snap.error is not None:
             why = _why(snap.error if snap else None)
             raise PlanError(f"visible {spec} needs NVML to see free memory, and it is unavailable ({why}); "
                             "name the GPUs instead, like `%tfgpu visible 0`")
-        free = [(g.memory_free_mib, g.index) for g in snap.gpus if isinstance(g.memory_free_mib, int)]
+        given = given or Given()
+        if given.error is not None:
+            raise PlanError(f"`%tfgpu visible {spec}` refused: {given.error}")
+        free = [(g.memory_free_mib, g.index) for g in snap.gpus
+                if isinstance(g.memory_free_mib, int) and given.allows(g.index)]
         if spec.min_free_mib is not None:
             free = [(f, i) for f, i in free if f >= spec.min_free_mib]
         free.sort(key=lambda fi: (-fi[0], fi[1]))
         if len(free) < spec.auto:
             floor = f" with at least {format_mib(spec.min_free_mib)} free" if spec.min_free_mib else ""
             have = ", ".join(f"{i} ({format_mib(f)} free)" for f, i in free) or "none"
-            raise PlanError(f"visible {spec} needs {spec.auto} GPU(s){floor}, and only these qualify: {have}; "
+            among = f" (among {given.describe()}, this kernel's: {given.source})" if given.restricted else ""
+            raise PlanError(f"visible {spec} needs {spec.auto} GPU(s){floor}, and only these qualify{among}: {have}; "
                             "ask for fewer, lower --min-free, or name GPUs")
         return VisibleSpec(indices=tuple(sorted(i for _, i in free[: spec.auto])))
 
     # -- environment -----------------------------------------------------------------------------
-    def _visible_env(self, spec: VisibleSpec) -> dict[str, str | None]:
+    def _visible_env(self, spec: VisibleSpec, given: Given | None = None,
+                     snap: nvml_module.NvmlSnapshot | None = None) -> dict[str, str | None]:
         order = self.environ.get("CUDA_DEVICE_ORDER")
         if order not in (None, "PCI_BUS_ID") and "CUDA_DEVICE_ORDER" not in self._saved_env:
             warn(f"tfgpu: CUDA_DEVICE_ORDER={order} numbers GPUs differently from nvidia-smi; "
                  "setting it to PCI_BUS_ID so the indices you give are nvidia-smi's")
-        visible = None if spec.every else ",".join(map(str, spec.indices))
+        given = given or Given()
+        if spec.every:
+            visible = given.raw if given.restricted else None  # every GPU this kernel was given: the value it got
+        else:
+            visible = self.assignment.value_for(given, spec.indices, (), snap)
         return {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
     def _apply_env(self, env: dict[str, str | None]) -> dict[str, str | None]:
@@ -438,6 +549,20 @@ class Controller:
         return rows
 
 
+def _waiting_line(want: int, floor: int | None, spec: VisibleSpec, rows, taken) -> str:
+    """"waiting for a GPU with 20GiB free: GPU 2 has 0.5 GiB, GPU 3 has 4.1 GiB (claimed by kernel 4f2c...)"."""
+    if spec.auto is None:
+        target = f"GPU{'s' if want > 1 else ''} {','.join(map(str, spec.indices))} to have {format_mib(floor)} free"
+    else:
+        target = f"{'a GPU' if want == 1 else f'{want} GPUs'}" + (f" with {format_mib(floor)} free" if floor else "")
+    parts = []
+    for gpu, free in rows:
+        has = "free memory unknown" if free is None else f"has {free / 1024:.1f} GiB free"
+        claim = f" ({taken[gpu.index].describe()})" if gpu.index in taken else ""
+        parts.append(f"GPU {gpu.index} {has}{claim}")
+    return f"waiting for {target}: " + (", ".join(parts) or "no GPU")
+
+
 def _joined(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
@@ -497,14 +622,15 @@ class Rehearsal(Controller):
     never touching the real environment or the import hook. `visible auto` takes the first GPUs by index:
     which are free is the moment's, not the document's."""
 
-    def __init__(self, environ, nvml_snapshot: nvml_module.NvmlSnapshot):
+    def __init__(self, environ, nvml_snapshot: nvml_module.NvmlSnapshot, assignment: Assignment | None = None):
         super().__init__(environ=dict(environ), nvml_snapshot=lambda: nvml_snapshot,
-                         prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False)
+                         prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False, assignment=assignment)
 
-    def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None) -> VisibleSpec:
-        if snap is None or not snap.available or snap.error is not None:
-            return super()._pick_auto(spec, snap)  # auto cannot work without NVML, at any moment
-        indices = sorted(g.index for g in snap.gpus)
+    def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
+                   given: Given | None = None) -> VisibleSpec:
+        if snap is None or not snap.available or snap.error is not None or (given and given.error):
+            return super()._pick_auto(spec, snap, given)  # auto cannot work without NVML, at any moment
+        indices = sorted(g.index for g in snap.gpus if given is None or given.allows(g.index))
         if len(indices) < spec.auto:
             raise PlanError(f"visible {spec} needs {spec.auto} GPU(s), and this machine has {len(indices)}: "
                             f"{self._gpu_list(snap)}; ask for fewer, or name GPUs")

@@ -106,7 +106,13 @@ class VisibleSpec:
     indices: tuple[int, ...] = ()
     every: bool = False
     auto: int | None = None
-    min_free_mib: int | None = None
+    min_free_mib: int | None = None  # auto: only GPUs with this much free; indices: wait until they have it
+    wait_s: float | None = None  # wait this long for GPUs that qualify (core/waiting.py) instead of refusing
+
+    @property
+    def chooses(self) -> bool:
+        """Resolved against NVML's free memory (and other kernels' claims) when applied."""
+        return self.auto is not None or self.min_free_mib is not None or self.wait_s is not None
 
     def __str__(self) -> str:
         if self.every:

@@ -144,7 +144,7 @@ def rehearse(changes, controller: Any = None, nvml: Any = None) -> dict[str, str
     from .plan import PlanError
 
     source = controller if controller is not None else default_controller()
-    trial = Rehearsal(source.environ, nvml if nvml is not None else source.nvml())
+    trial = Rehearsal(source.environ, nvml if nvml is not None else source.nvml(), getattr(source, "assignment", None))
     for change in changes:
         try:
             trial.change(change)

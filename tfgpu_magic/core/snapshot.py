@@ -12,11 +12,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .assignment import gpus_text
 from .control import Controller, default_controller, environment_notes
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, to_jsonable
 from .runtime import TFState, probe
 from .version import SNAPSHOT_SCHEMA, __version__
+from .waiting import claims_by_index, gpu_key
 
 STATE_NOTES = {
     TFState.NOT_INSTALLED: "TensorFlow is not installed: pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
@@ -67,6 +69,29 @@ class Snapshot:
     numbering: dict = field(default_factory=dict)
     # Environment variables that change what the settings do (TF_FORCE_GPU_ALLOW_GROWTH ...), as sentences.
     notes: tuple[str, ...] = ()
+    # The GPUs a scheduler gave this kernel at start (assignment.Given.to_dict()); restricted False: every GPU.
+    assignment: dict = field(default_factory=dict)
+    # physical index -> who claimed it while choosing by free memory and has not allocated there yet (waiting.py)
+    claims: dict[int, str] = field(default_factory=dict)
+
+    def given(self, index: int) -> bool:
+        """Whether this kernel may use GPU ``index`` (its process was started with it among its GPUs)."""
+        a = self.assignment
+        return not a.get("restricted") or (a.get("error") is None and index in a.get("indices", ()))
+
+    def not_given_sentence(self) -> str | None:
+        """One sentence on the GPUs NVML lists that this kernel was not given, or None."""
+        a = self.assignment
+        if not a.get("restricted"):
+            return None
+        if a.get("error"):
+            return f"GPUs of this kernel: unknown: {a['error']}"
+        others = [g.index for g in self.nvml.gpus if not self.given(g.index)]
+        if not others:
+            return None
+        verb = "are" if len(others) > 1 else "is"
+        return (f"{gpus_text(others)} {verb} not available to this kernel: it was given {a['described']} "
+                f"({a['source']})")
 
     # -- data --------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +99,7 @@ class Snapshot:
         for gpu in self.nvml.gpus:
             row = to_jsonable(gpu)
             row["tf_name"] = self.tf_gpu_names.get(gpu.index)
+            row["given"] = self.given(gpu.index)
             gpus.append(row)
         return {
             "schema": SNAPSHOT_SCHEMA,
@@ -98,6 +124,8 @@ class Snapshot:
             "gpus": gpus,
             "kernel_gpu_memory": list(self.kernel_gpu_memory),
             "numbering": dict(self.numbering),
+            "assignment": dict(self.assignment),
+            "claims": {str(k): v for k, v in self.claims.items()},
             "notes": list(self.notes),
             "placement": self.placement,
         }
@@ -146,9 +174,28 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
     return (kind or Snapshot)(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
         numbering=_numbering(controller.environ, snap, order), notes=tuple(environment_notes(controller.environ)),
+        assignment=_assignment(controller, snap), claims=_claims(controller, snap),
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)
+
+
+def _claims(controller: Controller, snap: NvmlSnapshot) -> dict[int, str]:
+    claims = getattr(controller, "claims", None)
+    if claims is None or not snap.available:
+        return {}
+    found = {index: claim.describe() for index, claim in claims_by_index(claims, snap).items()}
+    held = set(claims.held())
+    for gpu in snap.gpus:
+        procs = gpu.processes if isinstance(gpu.processes, tuple) else ()
+        if gpu_key(gpu) in held and not any(p.is_self for p in procs):
+            found[gpu.index] = "claimed by this kernel until TensorFlow allocates there"
+    return found
+
+
+def _assignment(controller: Controller, snap: NvmlSnapshot) -> dict:
+    given = getattr(controller, "given", None)  # a stand-in controller of a test may have none
+    return given(snap).to_dict() if given is not None else {}
 
 
 def _numbering(environ, snap: NvmlSnapshot, order: list[int] | None) -> dict:

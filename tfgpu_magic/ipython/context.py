@@ -44,15 +44,63 @@ def configure(ext: Extension, change: Change) -> Outcome:
     from ..core.plan import PlanError
     from ..core.runtime import Status
 
+    waits = getattr(change.value, "wait_s", None) is not None and not ext.quiet
+    progress = _ProgressLine() if waits else None
+    ext.controller.on_progress = progress.show if progress is not None else None
     try:
         outcome = ext.controller.change(change)
     except PlanError as err:  # RefusedError too: the controller has recorded it for the views
         raise UsageError(str(err)) from None
+    finally:
+        ext.controller.on_progress = None
+        if progress is not None:
+            progress.done()
     if outcome.status is Status.PENDING:  # say what became of it when TensorFlow is imported
         ext.controller.on_import_report = lambda line: None if ext.quiet else print(line)
     if not ext.quiet:
         print(outcome_line(change.command, outcome))
     return outcome
+
+
+class _ProgressLine:
+    """One output line updated in place while a `--wait` waits (a display handle; a terminal gets a new line
+    at most every 10 s instead)."""
+
+    def __init__(self):
+        self._handle = None
+        self._printed = 0.0
+
+    def show(self, text: str) -> None:
+        import time
+
+        from IPython.display import display
+
+        line = _Text(text)
+        if self._handle is None:
+            self._handle = display(line, display_id=True)
+            self._printed = time.monotonic()
+        elif self._handle is not None and _in_kernel():
+            self._handle.update(line)
+        elif time.monotonic() - self._printed >= 10:
+            display(line)
+            self._printed = time.monotonic()
+
+    def done(self) -> None:
+        self._handle = None
+
+
+class _Text:
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _in_kernel() -> bool:
+    import sys
+
+    return "ipykernel" in sys.modules
 
 
 # id(shell) -> the extension loaded in it (magics.py adds and removes; the panel looks its shell's up here).

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 USAGE = """\
 %tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
 %tfgpu devices                       physical and logical devices; GPUs with physical index and TF name
-%tfgpu visible SPEC [--min-free SIZE]  SPEC: 0 | 1,3 | all | none | auto | auto:N (physical indices)
+%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]  SPEC: 0 | 1,3 | all | none | auto | auto:N
 %tfgpu growth on|off                 memory growth on every visible GPU
 %tfgpu limit SIZE|off [--gpu I]      memory cap: 1024 (MiB), 1.5GB, 2GiB, 512MiB or 40% of the GPU
 %tfgpu virtual NxSIZE|SIZE,...|off [--gpu I]  split a GPU into logical GPUs, e.g. 2x2GB
@@ -51,8 +51,12 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
                 "memory, utilization and processes.",
                 ("%tfgpu devices", "info = %tfgpu devices --json")),
     "visible": ("Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N GPUs "
-                "with the most free memory. Takes effect when TensorFlow is imported: run it first.",
+                "with the most free memory. --wait waits (30s, 10m, 2h) for GPUs that qualify, showing the best so "
+                "far; another kernel waiting too takes other GPUs. A kernel started with CUDA_VISIBLE_DEVICES (by "
+                "Slurm, Kubernetes, a spawner) chooses among the GPUs it was given. Takes effect when TensorFlow is "
+                "imported: run it first.",
                 ("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto:2 --min-free 10GB",
+                 "%tfgpu visible auto --min-free 20GB --wait 10m", "%tfgpu visible 2 --min-free 20GB --wait 1h",
                  "%tfgpu visible none")),
     "growth": ("Memory growth: each GPU's memory is taken as needed instead of all at once, so other "
                "notebooks can share the GPU. Takes effect when TensorFlow is imported.",

@@ -217,7 +217,7 @@ def gpu_lines(snap: Snapshot) -> list[str]:
         return [printable(head + " none")]
     rows = []
     for gpu in snap.nvml.gpus:
-        tf_name = snap.tf_gpu_names.get(gpu.index, "-")
+        tf_name = snap.tf_gpu_names.get(gpu.index, "-") if snap.given(gpu.index) else "not given"
         if gpu.error is not None:
             name = gpu.name if isinstance(gpu.name, str) else "?"
             rows.append((str(gpu.index), tf_name, name, f"unavailable: {na(gpu.error)}", "", ""))
@@ -234,6 +234,11 @@ def gpu_lines(snap: Snapshot) -> list[str]:
         rows.append((str(gpu.index), tf_name, na(gpu.name), memory, utilization, proc_text))
     header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
     lines = [printable(head), *text_table(header, rows)]
+    not_given = snap.not_given_sentence()
+    if not_given:
+        lines += fit(printable(not_given))
+    for index, claim in sorted(snap.claims.items()):
+        lines += fit(printable(f"GPU {index}: {claim}"))
     if snap.numbering.get("note"):
         lines += fit(f"Numbering: {snap.numbering['note']}")
     lines += [line for text in kernel_memory_sentences(snap) for line in fit(text)]

@@ -177,7 +177,7 @@ def _settings(snap: Snapshot) -> str:
 def _gpu_rows(snap: Snapshot) -> list[tuple]:
     rows = []
     for gpu in snap.nvml.gpus:
-        tf_name = snap.tf_gpu_names.get(gpu.index, "-")
+        tf_name = snap.tf_gpu_names.get(gpu.index, "-") if snap.given(gpu.index) else "not given"
         if gpu.error is not None:
             name = gpu.name if isinstance(gpu.name, str) else "?"
             rows.append((str(gpu.index), tf_name, name,
@@ -211,6 +211,10 @@ def _gpus(snap: Snapshot) -> str:
     header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
               "processes (* = this kernel)")
     parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
+    not_given = snap.not_given_sentence()
+    if not_given:
+        parts.append(caution(not_given))
+    parts += [paragraph(sentence(f"GPU {index}: {claim}")) for index, claim in sorted(snap.claims.items())]
     if snap.numbering.get("note"):
         parts.append(caution(f"Numbering: {snap.numbering['note']}"))
     parts += [paragraph(sentence(line)) for line in kernel_memory_sentences(snap)]

@@ -1,0 +1,229 @@
+"""Waiting for a free GPU, and claims that keep two waiting kernels off the same one.
+
+``visible auto --min-free 20GB --wait 10m`` re-reads NVML every ``POLL_S`` until enough GPUs qualify. The
+kernel that gets a GPU claims it: a lock file per GPU under the user's Jupyter runtime folder, held with
+``flock`` by the kernel's process, so it ends when the process ends. Another kernel skips a GPU claimed by a
+live process until that process shows up in the GPU's NVML process list (its TensorFlow runtime has
+allocated there, and the free memory says the rest). Claims are advisory and per user.
+
+No IPython and no TensorFlow: the faces pass a progress callback and turn PlanError into their own errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .inputs import shown
+from .plan import PlanError
+
+POLL_S = 1.0  # how often NVML is read while waiting; a Ctrl-C is seen within this
+MAX_WAIT_S = 7 * 24 * 3600
+DURATION_FORMS = "a duration like 30s, 10m or 2h (a bare number is seconds)"
+_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60, "h": 3600, "hr": 3600, "hrs": 3600,
+          "d": 86400}
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration(text: str, *, what: str = "--wait duration") -> float:
+    """``30s``, ``10m``, ``2h``, ``1.5h``, ``45`` (seconds) -> seconds; above 0 and at most 7 days."""
+    m = _DURATION_RE.match(text or "")
+    if not m:
+        raise PlanError(f"bad {what} {shown(text)}: expected {DURATION_FORMS}")
+    unit = m.group(2).lower()
+    if unit not in _UNITS:
+        raise PlanError(f"bad {what} {shown(text)}: unknown unit {shown(m.group(2))}; use s, m or h")
+    if len(m.group(1)) > 12:  # no float overflow, no thousand-digit int: nobody waits that long anyway
+        raise PlanError(f"bad {what} {shown(text)}: at most 7 days (7d); give {DURATION_FORMS}")
+    seconds = float(m.group(1)) * _UNITS[unit]
+    if not math.isfinite(seconds) or seconds > MAX_WAIT_S:
+        raise PlanError(f"bad {what} {shown(text)}: at most 7 days (7d); give {DURATION_FORMS}")
+    if seconds <= 0:
+        raise PlanError(f"bad {what} {shown(text)}: it must be more than 0 s; give {DURATION_FORMS}")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} m" if seconds % 60 == 0 else f"{seconds / 60:.1f} m"
+    return f"{seconds / 3600:.1f} h"
+
+
+# -- claims --------------------------------------------------------------------------------------------
+def runtime_folder() -> Path:
+    """The user's Jupyter runtime folder, as jupyter_core finds it (JUPYTER_RUNTIME_DIR first)."""
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        return Path(jupyter_runtime_dir())
+    except ImportError:  # a Python without Jupyter: the same place jupyter_core would pick on Linux
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return Path(os.environ.get("JUPYTER_RUNTIME_DIR") or os.path.join(base, "jupyter", "runtime"))
+
+
+def holder_name() -> str:
+    """This process as a person knows it: "kernel 4f2c8a1e" (from its connection file), else "pid N"."""
+    argv = sys.argv
+    for k, arg in enumerate(argv[:-1]):
+        if arg in ("-f", "--f"):
+            name = Path(argv[k + 1]).name
+            if name.startswith("kernel-") and name.endswith(".json"):
+                return f"kernel {name[len('kernel-'):-len('.json')][:8]}"
+    return f"pid {os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str  # the GPU's UUID (or "gpu-N" without one)
+    pid: int
+    holder: str  # "kernel 4f2c8a1e"
+    since: float
+
+    def describe(self) -> str:
+        who = self.holder if self.holder.startswith("pid ") else f"{self.holder} (pid {self.pid})"
+        return f"claimed by {who}, waiting for it to allocate"
+
+
+class Claims:
+    """This process's claims, and a look at everyone else's, in one folder of lock files."""
+
+    def __init__(self, folder: Path | None = None, holder: str | None = None):
+        self._folder = folder
+        self.holder = holder
+        self._held: dict[str, int] = {}  # key -> the open, locked file descriptor
+
+    @property
+    def folder(self) -> Path:
+        if self._folder is None:
+            self._folder = runtime_folder() / "tfgpu-claims"
+        return self._folder
+
+    def _path(self, key: str) -> Path:
+        return self.folder / (re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".lock")
+
+    def held(self) -> tuple[str, ...]:
+        return tuple(self._held)
+
+    def claim(self, key: str) -> bool:
+        """Take the claim on ``key``; False when another live process holds it (or the folder is unusable)."""
+        if key in self._held:
+            return True
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self._path(key), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            owner = self._read(key)
+            if owner is not None and owner.pid == os.getpid():  # another controller of this process holds it
+                self._held[key] = -1
+                return True
+            return False
+        record = json.dumps({"pid": os.getpid(), "holder": self.holder or holder_name(), "since": time.time()})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record.encode(), 0)
+        self._held[key] = fd
+        return True
+
+    def release(self, keys: Iterable[str] | None = None) -> None:
+        for key in list(self._held if keys is None else keys):
+            fd = self._held.pop(key, None)
+            if fd is not None and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)  # an unlocked, empty file is no claim
+                os.close(fd)  # closing drops the flock
+
+    def others(self, keys: Iterable[str]) -> dict[str, Claim]:
+        """The claims other live processes hold on these keys."""
+        found: dict[str, Claim] = {}
+        for key in keys:
+            if key in self._held:
+                continue
+            claim = self._read(key)
+            if claim is not None:
+                found[key] = claim
+        return found
+
+    def _read(self, key: str) -> Claim | None:
+        try:
+            fd = os.open(self._path(key), os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as err:
+                if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    return None
+                data = os.pread(fd, 4096, 0)
+                try:
+                    record = json.loads(data)
+                    return Claim(key, int(record["pid"]), str(record["holder"]), float(record["since"]))
+                except (ValueError, KeyError, TypeError):
+                    return Claim(key, 0, "another process", 0.0)
+            return None  # nobody holds it: a leftover of a process that ended
+        finally:
+            os.close(fd)
+
+
+def gpu_key(gpu) -> str:
+    uuid = getattr(gpu, "uuid", None)
+    return uuid if isinstance(uuid, str) and uuid else f"gpu-{gpu.index}"
+
+
+def claims_by_index(claims: Claims, snap) -> dict[int, Claim]:
+    """GPU index -> another live process's claim on it that still counts: the claimer is not yet among the
+    GPU's NVML processes (once it is, its allocation shows in the GPU's free memory)."""
+    if snap is None or not snap.available:
+        return {}
+    keys = {gpu_key(g): g for g in snap.gpus}
+    out = {}
+    for key, claim in claims.others(keys).items():
+        if claim.pid == os.getpid():  # another controller of this same process (a test's): the same kernel
+            continue
+        gpu = keys[key]
+        procs = gpu.processes if isinstance(gpu.processes, tuple) else ()
+        if not any(p.pid == claim.pid for p in procs):
+            out[gpu.index] = claim
+    return out
+
+
+# -- the wait ------------------------------------------------------------------------------------------
+def wait_until(pick: Callable[[], tuple[object | None, str]], timeout_s: float, what: str,
+               progress: Callable[[str], None] | None = None, poll_s: float = POLL_S,
+               clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> object:
+    """Call ``pick()`` until it returns a result (not None), at most ``timeout_s``; ``pick`` also returns a
+    line on the best candidates so far, shown through ``progress`` with the time waited. A timeout or a
+    Ctrl-C is a PlanError: whatever ``pick`` claimed on the way it must have released (it claims only when
+    it returns a result)."""
+    started = clock()
+    line = ""
+    try:
+        while True:
+            result, line = pick()
+            waited = clock() - started
+            if result is not None:
+                return result
+            if waited >= timeout_s:
+                raise PlanError(f"{what}: nothing qualified within {format_duration(timeout_s)} ({line}); nothing "
+                                "changed; wait longer, ask for less, or name a GPU")
+            if progress is not None:
+                progress(f"tfgpu: {line}; {format_duration(waited)} of {format_duration(timeout_s)}")
+            sleep(min(poll_s, max(0.0, timeout_s - waited)))
+    except KeyboardInterrupt:
+        raise PlanError(f"{what}: interrupted after {format_duration(clock() - started)}; nothing changed") from None
