@@ -36,7 +36,6 @@ from .compare import (
     CONTEXT_ALLOWANCE_MIB,
     CSV_FORMAT,
     FAILED,
-    FAKE_REFERENCE_CONFIG,
     GPU_QUERY,
     NOT_RUN,
     PASSED,
@@ -48,6 +47,7 @@ from .compare import (
     compare_processes,
     compare_signatures,
     comparison_result,
+    fake_reference_config,
     field_signature,
     find_process,
     gpu_fields_summary,
@@ -189,7 +189,7 @@ def check_fidelity(real: dict[str, str], real_hardware: bool, budget: Budget) ->
                                "JSON (field_signature) for tests/gpu/test_gpu_check.py")
         except subprocess.CalledProcessError as exc:
             return CheckResult(CHECK_FIDELITY, "nvml", FAILED, f"the fake did not compile: {_last_line(exc.stderr)}")
-        config = write_config(Path(folder) / "reference.cfg", FAKE_REFERENCE_CONFIG)
+        config = write_config(Path(folder) / "reference.cfg", fake_reference_config(real))
         report = run_child(SIGNATURE_CHILD, budget, env=fake_env(library.parent, config, base=child_env()))
     if "error" in report:
         return CheckResult(CHECK_FIDELITY, "nvml", FAILED, f"the fake's child failed: {report['error']}")

@@ -4,9 +4,10 @@ compare_* functions, the attribution and numbering problem finders and the field
 
 from __future__ import annotations
 
+import copy
 import os
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -310,10 +311,14 @@ def numbering_problems(report: dict[str, Any], index: int, snap: dict[str, Any])
 
 NA_PREFIX = "n/a:"
 PROCESS_ENTRY = "gpus[].processes[]."
+MIG_PROCESS_ENTRY = "gpus[].mig_devices[].processes[]."
+MIG_DEVICE_ENTRY = "gpus[].mig_devices[]."
 
 # The fake GPU the real driver is compared with: every field the fake can report is set (an absent one would
 # read as not supported) and the reading process holds memory on it, as the attribution child does. Its
-# figures are the fake's, not any real GPU's: only their types matter here.
+# figures are the fake's, not any real GPU's: only their types matter here. It supports MIG, with MIG off, as
+# the data-centre GPUs these checks run on do (A100, H100, H200: mig_mode False); fake_reference_config()
+# shapes it like a GPU without MIG (mig_mode None) or one in MIG mode when the real signature says so.
 FAKE_REFERENCE_CONFIG: dict[str, Any] = {
     "driver_version": "550.54.15",
     "cuda_driver_version": 12040,
@@ -330,8 +335,27 @@ FAKE_REFERENCE_CONFIG: dict[str, Any] = {
         "power_mw": 71250,
         "power_limit_mw": 700000,
         "processes": [{"pid": "self", "used": 1536 * MIB}],
+        "mig": {"mode": 0, "pending": 0},
     }],
 }
+
+
+def fake_reference_config(real: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """FAKE_REFERENCE_CONFIG with the MIG state of the GPU the ``real`` signature came from: no MIG at all
+    (its mig_mode is only "null"), MIG off (the default), or MIG on with one MIG device (the real signature
+    has MIG device fields). MIG support is the hardware's, not the adapter's, so it must not count as a
+    difference; what the adapter makes of each state must."""
+    config = copy.deepcopy(FAKE_REFERENCE_CONFIG)
+    gpu = config["gpus"][0]
+    real = real or {}
+    if real.get("gpus[].mig_mode") == "null":
+        del gpu["mig"]
+    elif any(path.startswith(MIG_DEVICE_ENTRY) for path in real):
+        gpu["mig"] = {"mode": 1, "pending": 1, "devices": [{
+            "uuid": "MIG-00000000-0000-4000-8000-00000000f1de", "name": f"{gpu['name']} MIG 1g.10gb",
+            "gpu_instance_id": 9, "compute_instance_id": 0, "memory_total": 9856 * MIB, "memory_used": 0,
+            "memory_reserved": 0, "processes": [{"pid": "self", "used": 1536 * MIB}]}]}
+    return config
 
 
 def field_signature(snap: dict[str, Any], pids: Collection[int] = ()) -> dict[str, str]:
@@ -366,7 +390,7 @@ def compare_signatures(real: dict[str, str], fake: dict[str, str]) -> tuple[list
         mine, theirs = real.get(path), fake.get(path)
         if mine == theirs:
             continue
-        if (mine is None or theirs is None) and path.startswith(PROCESS_ENTRY):
+        if (mine is None or theirs is None) and path.startswith((PROCESS_ENTRY, MIG_PROCESS_ENTRY)):
             skipped.append(path)
         else:
             differences.append(f"{path}: real {mine or 'absent'}, fake {theirs or 'absent'}")

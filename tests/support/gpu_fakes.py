@@ -3,10 +3,11 @@ tested against the fake C library), and a recording stand-in for ``tf.config`` f
 
 from __future__ import annotations
 
+import dataclasses
 from collections import namedtuple
 from types import SimpleNamespace
 
-from tfgpu_magic.core.nvml import Gpu, GpuProcess, NvmlSnapshot, Unavailable
+from tfgpu_magic.core.nvml import Gpu, GpuProcess, MigDevice, NvmlSnapshot, Unavailable
 
 NA = Unavailable("not_supported")
 
@@ -25,6 +26,35 @@ def three_gpus() -> NvmlSnapshot:
         gpu(1, "NVIDIA L4", 23034, 1000),
         gpu(2, "NVIDIA H100 80GB HBM3", 81920, 70000),
     ))
+
+
+MIG_NA = Unavailable("not_supported", "not reported per MIG device")
+MIG_UUIDS = ("MIG-5e8b0c1a-2f3d-5a6b-9c7d-0e1f2a3b4c5d", "MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f",
+             "MIG-5e8b77aa-0000-4000-8000-000000000002")
+
+
+def mig_device(parent: int, slot: int, uuid: str, profile: str, gi: int, total: int, used: int,
+               processes=(), ci: int = 0, parent_name: str = "NVIDIA A100-SXM4-40GB") -> MigDevice:
+    return MigDevice(parent_index=parent, index=slot, uuid=uuid, name=f"{parent_name} MIG {profile}", profile=profile,
+                     gpu_instance_id=gi, compute_instance_id=ci, memory_total_mib=total, memory_used_mib=used,
+                     memory_free_mib=total - used, memory_reserved_mib=0, utilization_gpu_pct=MIG_NA,
+                     temperature_c=MIG_NA, processes=tuple(processes))
+
+
+def mig_gpus() -> NvmlSnapshot:
+    """GPU 0: an A100 in MIG mode with three MIG devices (slots 0, 1, 2: 3g.20gb, 2g.10gb, 1g.5gb; the UUIDs
+    of slots 0 and 2 both start "MIG-5e8b"), pid 4242 on slot 0; GPU 1: an L4 (no MIG)."""
+    migs = (
+        mig_device(0, 0, MIG_UUIDS[0], "3g.20gb", 1, 19968, 1024, [GpuProcess(4242, 1000, "python", "ann")]),
+        mig_device(0, 1, MIG_UUIDS[1], "2g.10gb", 3, 9728, 0),
+        mig_device(0, 2, MIG_UUIDS[2], "1g.5gb", 9, 4864, 0),
+    )
+    no_utilization = Unavailable("not_supported", "utilization: NVML does not report it for a GPU in MIG mode")
+    parent = dataclasses.replace(gpu(0, "NVIDIA A100-SXM4-40GB", 40960, 1024, migs[0].processes),
+                                 utilization_gpu_pct=no_utilization, utilization_memory_pct=no_utilization,
+                                 mig_mode=True, mig_pending=True, mig_devices=migs)
+    return NvmlSnapshot(available=True, driver_version="550.54", cuda_driver_version="12.4",
+                        gpus=(parent, gpu(1, "NVIDIA L4", 23034, 1000)))
 
 
 def no_nvml() -> NvmlSnapshot:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,7 @@ REASONS = (
 
 IntOrNA = int | Unavailable
 FloatOrNA = float | Unavailable
+BoolOrNA = bool | Unavailable
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,30 @@ class GpuProcess:
     name: str | None = None  # from /proc, when visible
     user: str | None = None
     is_self: bool = False  # this Python process
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG device (a compute instance of a GPU in MIG mode), as NVML lists it under its parent GPU.
+
+    ``uuid`` ("MIG-...") is what ``CUDA_VISIBLE_DEVICES`` takes to select it. ``profile`` is the end of
+    ``name`` ("NVIDIA A100-SXM4-40GB MIG 3g.20gb" -> "3g.20gb"; "1c.3g.20gb" for a compute instance
+    smaller than its GPU instance). NVML reports no utilization or temperature per MIG device."""
+
+    parent_index: int  # the parent GPU's physical index (Gpu.index)
+    index: int  # the slot within the parent (nvmlDeviceGetMigDeviceHandleByIndex; nvidia-smi's "MIG Dev")
+    uuid: str | Unavailable
+    name: str | Unavailable
+    profile: str | Unavailable
+    gpu_instance_id: IntOrNA  # nvidia-smi's "GI ID"
+    compute_instance_id: IntOrNA  # nvidia-smi's "CI ID"
+    memory_total_mib: IntOrNA
+    memory_used_mib: IntOrNA
+    memory_free_mib: IntOrNA
+    memory_reserved_mib: IntOrNA
+    utilization_gpu_pct: IntOrNA
+    temperature_c: IntOrNA
+    processes: tuple[GpuProcess, ...] | Unavailable = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +97,15 @@ class Gpu:
     processes: tuple[GpuProcess, ...] | Unavailable = ()
     # Set when the whole GPU could not be read (lost, no handle): the fields above are Unavailable.
     error: Unavailable | None = None
+    # MIG. mig_mode: True/False (current mode); None when the GPU (or the driver) has no MIG at all.
+    # mig_pending: the mode after the next GPU reset, None likewise. mig_devices: the MIG devices when the
+    # current mode is on (empty when no instance is created, and always for non-MIG GPUs); mig_error says why
+    # the list is missing or incomplete (the list itself stays a tuple, so code iterating it never breaks).
+    # In MIG mode ``processes`` above is the union of the MIG devices' lists (see _mig_parent_processes).
+    mig_mode: BoolOrNA | None = None
+    mig_pending: BoolOrNA | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    mig_error: Unavailable | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +126,23 @@ class NvmlSnapshot:
             if gpu.index == index:
                 return gpu
         return None
+
+    def mig_devices(self) -> Iterator[tuple[Gpu, MigDevice]]:
+        """Every MIG device NVML listed, with its parent GPU, in GPU order then slot order."""
+        for gpu in self.gpus:
+            for mig in gpu.mig_devices:
+                yield gpu, mig
+
+    def mig_device(self, uuid_or_prefix: str) -> tuple[Gpu, MigDevice] | None:
+        """(parent GPU, MIG device) for a full MIG UUID or a prefix of exactly one ("MIG-5e8b"), compared
+        case-insensitively as CUDA_VISIBLE_DEVICES entries are; None when it names none or several."""
+        key = uuid_or_prefix.strip().lower()
+        if not key:
+            return None
+        known = [(m.uuid.lower(), (g, m)) for g, m in self.mig_devices() if isinstance(m.uuid, str)]
+        exact = [pair for uuid, pair in known if uuid == key]
+        found = exact or [pair for uuid, pair in known if uuid.startswith(key)]
+        return found[0] if len(found) == 1 else None
 
     def to_dict(self) -> dict[str, Any]:
         return to_jsonable(self)
@@ -125,6 +178,7 @@ _MIB = 1 << 20
 _NVML_UNINITIALIZED = 1
 _NVML_NOT_SUPPORTED = 3
 _NVML_NO_PERMISSION = 4
+_NVML_NOT_FOUND = 6
 _NVML_DRIVER_NOT_LOADED = 9
 _NVML_LIBRARY_NOT_FOUND = 12
 _NVML_FUNCTION_NOT_FOUND = 13
@@ -150,6 +204,16 @@ _INIT_DETAIL = {
     _NVML_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ (driver upgraded "
     "without a reboot?): reboot or reload the nvidia kernel module",
 }
+
+# What NVML cannot say about a MIG device, stated once here rather than asked on every snapshot: nvml.h says
+# "On MIG-enabled GPUs, querying device utilization rates is not currently supported" (the parent's call fails
+# too), and temperature is a property of the whole board.
+_MIG_UTILIZATION_NA = Unavailable("not_supported", "not reported per MIG device (NVML gives no utilization for a "
+                                                   "GPU in MIG mode either)")
+_MIG_TEMPERATURE_NA = Unavailable("not_supported", "not reported per MIG device (the parent GPU's temperature "
+                                                   "covers the whole GPU)")
+_MIG_PARENT_UTILIZATION_DETAIL = "utilization: NVML does not report it for a GPU in MIG mode"
+_MIG_NAME = re.compile(r"(?:^|\s)MIG\s+(\S+)")
 
 # How long a pid's name/user read from /proc is trusted before checking that the pid is still the
 # same process. Reading /proc/<pid>/comm costs tens of µs, more than the whole NVML part of a snapshot.
@@ -206,6 +270,11 @@ _memory_v2 = True  # False once the driver lacks nvmlDeviceGetMemoryInfo_v2 (bef
 _processes_fn: Any = None
 _system: dict[str, str | Unavailable] = {}  # driver / CUDA versions: fixed while NVML is initialised
 _identity_by_uuid: dict[str, tuple[str | Unavailable, str | Unavailable]] = {}  # uuid -> (name, bus id)
+_mig_calls = True  # False once the driver lacks the MIG calls (before R450): the miss costs once
+_no_mig_uuids: set[str] = set()  # GPUs whose nvmlDeviceGetMigMode said NOT_SUPPORTED: never asked again
+_mig_slots_by_uuid: dict[str, int] = {}  # parent uuid -> nvmlDeviceGetMaxMigDeviceCount (fixed by the GPU)
+# MIG uuid -> (name, profile, GPU instance id, compute instance id): fixed for the MIG device's lifetime.
+_mig_identity_by_uuid: dict[str, tuple[str, str, int, int]] = {}
 _proc_cache: dict[int, tuple[float, tuple[int, int] | None, str | None, str | None]] = {}
 _user_by_uid: dict[int, str | None] = {}
 
@@ -244,12 +313,15 @@ def load_binding() -> None:
 def shutdown() -> None:
     """Shut NVML down if ``snapshot()`` initialised it and forget every cache; the next ``snapshot()``
     initialises again. For ``unload_ipython_extension`` and tests. Never raises."""
-    global _nv, _memory_v2, _processes_fn
+    global _nv, _memory_v2, _processes_fn, _mig_calls
     with _init_lock:
         nv, _nv = _nv, None
-        _memory_v2, _processes_fn = True, None
+        _memory_v2, _processes_fn, _mig_calls = True, None, True
         _system.clear()
         _identity_by_uuid.clear()
+        _no_mig_uuids.clear()
+        _mig_slots_by_uuid.clear()
+        _mig_identity_by_uuid.clear()
         _proc_cache.clear()
         _user_by_uid.clear()
         if nv is not None:
@@ -357,6 +429,9 @@ def _unreadable_gpu(index: int, why: Unavailable) -> Gpu:
         power_w=why,
         processes=why,
         error=why,
+        mig_mode=why,
+        mig_pending=why,
+        mig_error=why,
     )
 
 
@@ -370,12 +445,28 @@ def _read_gpu(nv: Any, index: int, self_pid: int) -> Gpu:
     try:
         uuid = _call(nv, "uuid", nv.nvmlDeviceGetUUID, handle)
         name, bus_id = _identity(nv, handle, uuid)
+        mig_mode, mig_pending = _mig_mode(nv, handle, uuid)
         total, used, free, reserved = _memory(nv, handle)
         util = _call(nv, "utilization", nv.nvmlDeviceGetUtilizationRates, handle)
+        if mig_mode is True and isinstance(util, Unavailable) and util.reason == "not_supported":
+            util = Unavailable("not_supported", _MIG_PARENT_UTILIZATION_DETAIL)
         util_gpu, util_mem = (util, util) if isinstance(util, Unavailable) else (util.gpu, util.memory)
         temperature = _call(nv, "temperature", nv.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
         power_mw = _call(nv, "power", nv.nvmlDeviceGetPowerUsage, handle)
-        processes = _processes(nv, handle, self_pid)
+        mig_devices: tuple[MigDevice, ...] = ()
+        mig_error = None
+        if mig_mode is True:
+            mig_devices, mig_error = _mig_devices(nv, handle, index, uuid, self_pid)
+        # In MIG mode the parent's process list comes from its MIG devices: NVML documents the parent handle's
+        # list (and its memory figures) as the aggregate over all instances "only if the caller has appropriate
+        # privileges" (nvml.h, nvmlDeviceGetComputeRunningProcesses_v3), and per instance through the MIG
+        # handles, which any user may read (what nvidia-smi and nvitop show). So a user without those privileges
+        # still sees every process, each counted once, and the parent's call is saved. Only when the MIG
+        # devices could not be listed is the parent asked, and its answer (list or error) shown as it is.
+        if mig_mode is True and mig_error is None:
+            processes = _mig_parent_processes(mig_devices)
+        else:
+            processes = _processes(nv, handle, self_pid)
     except _GpuLost as lost:
         return _unreadable_gpu(index, Unavailable("gpu_lost", f"GPU {index}: {lost.unavailable.detail}"))
     return Gpu(
@@ -392,6 +483,10 @@ def _read_gpu(nv: Any, index: int, self_pid: int) -> Gpu:
         temperature_c=temperature,
         power_w=power_mw if isinstance(power_mw, Unavailable) else power_mw / 1000.0,
         processes=processes,
+        mig_mode=mig_mode,
+        mig_pending=mig_pending,
+        mig_devices=mig_devices,
+        mig_error=mig_error,
     )
 
 
@@ -465,6 +560,121 @@ def _processes(nv: Any, handle: Any, self_pid: int) -> tuple[GpuProcess, ...] | 
         name, user = _process_owner(pid, now)
         result.append(GpuProcess(pid, None if used is None else used // _MIB, name, user, pid == self_pid))
     return tuple(result)
+
+
+# ---- MIG ------------------------------------------------------------------------------------------------
+
+def _mig_mode(nv: Any, handle: Any, uuid: str | Unavailable) -> tuple[BoolOrNA | None, BoolOrNA | None]:
+    """(current, pending) MIG mode; (None, None) for a GPU or driver without MIG. A GPU without MIG says so
+    (NOT_SUPPORTED) once and is not asked again: that cannot change for a UUID."""
+    global _mig_calls
+    if not _mig_calls or (isinstance(uuid, str) and uuid in _no_mig_uuids):
+        return None, None
+    try:
+        current, pending = nv.nvmlDeviceGetMigMode(handle)
+    except nv.NVMLError as exc:
+        code = getattr(exc, "value", None)
+        if code == _NVML_NOT_SUPPORTED:
+            if isinstance(uuid, str):
+                _no_mig_uuids.add(uuid)
+            return None, None
+        if code == _NVML_FUNCTION_NOT_FOUND:  # a driver before R450: no GPU it drives has MIG
+            _mig_calls = False
+            return None, None
+        why = _field_error(exc, "MIG mode")
+        return why, why
+    return bool(current), bool(pending)  # NVML_DEVICE_MIG_ENABLE is 1
+
+
+def _mig_devices(
+    nv: Any, handle: Any, parent_index: int, parent_uuid: str | Unavailable, self_pid: int
+) -> tuple[tuple[MigDevice, ...], Unavailable | None]:
+    """The MIG devices of a GPU in MIG mode, and why the list is missing or incomplete (None: complete).
+    Slots run from 0 to nvmlDeviceGetMaxMigDeviceCount; an empty slot answers NOT_FOUND and is skipped."""
+    slots = _mig_slots_by_uuid.get(parent_uuid) if isinstance(parent_uuid, str) else None
+    if slots is None:
+        slots = _call(nv, "MIG devices", nv.nvmlDeviceGetMaxMigDeviceCount, handle)
+        if isinstance(slots, Unavailable):
+            return (), slots
+        if isinstance(parent_uuid, str):
+            _mig_slots_by_uuid[parent_uuid] = slots
+    devices = []
+    first_error = None
+    for slot in range(slots):
+        try:
+            mig_handle = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except nv.NVMLError as exc:
+            if getattr(exc, "value", None) == _NVML_NOT_FOUND:
+                continue
+            # Keep going: one slot refused need not hide the others.
+            first_error = first_error or _field_error(exc, f"MIG device {slot}")
+            continue
+        devices.append(_read_mig_device(nv, parent_index, slot, mig_handle, self_pid))
+    return tuple(devices), first_error
+
+
+def _read_mig_device(nv: Any, parent_index: int, slot: int, handle: Any, self_pid: int) -> MigDevice:
+    uuid = _call(nv, "uuid", nv.nvmlDeviceGetUUID, handle)
+    name, profile, gi, ci = _mig_identity(nv, handle, uuid)
+    total, used, free, reserved = _memory(nv, handle)
+    return MigDevice(
+        parent_index=parent_index,
+        index=slot,
+        uuid=uuid,
+        name=name,
+        profile=profile,
+        gpu_instance_id=gi,
+        compute_instance_id=ci,
+        memory_total_mib=total,
+        memory_used_mib=used,
+        memory_free_mib=free,
+        memory_reserved_mib=reserved,
+        utilization_gpu_pct=_MIG_UTILIZATION_NA,
+        temperature_c=_MIG_TEMPERATURE_NA,
+        processes=_processes(nv, handle, self_pid),  # this instance's processes, for any user
+    )
+
+
+def _mig_identity(
+    nv: Any, handle: Any, uuid: str | Unavailable
+) -> tuple[str | Unavailable, str | Unavailable, IntOrNA, IntOrNA]:
+    """Name, profile, GPU instance id and compute instance id: fixed for a MIG uuid, so read once."""
+    if isinstance(uuid, str) and uuid in _mig_identity_by_uuid:
+        return _mig_identity_by_uuid[uuid]
+    name = _call(nv, "name", nv.nvmlDeviceGetName, handle)
+    gi = _call(nv, "GPU instance id", nv.nvmlDeviceGetGpuInstanceId, handle)
+    ci = _call(nv, "compute instance id", nv.nvmlDeviceGetComputeInstanceId, handle)
+    profile = mig_profile(name) if isinstance(name, str) else name
+    if profile is None:
+        profile = Unavailable("error", f"profile: the MIG device's name {name!r} has no \"MIG <profile>\" part")
+    if isinstance(uuid, str) and isinstance(name, str) and isinstance(profile, str) and isinstance(gi, int) \
+            and isinstance(ci, int):
+        _mig_identity_by_uuid[uuid] = (name, profile, gi, ci)
+    return name, profile, gi, ci
+
+
+def mig_profile(name: str) -> str | None:
+    """The MIG profile in a MIG device's NVML name: "NVIDIA A100-SXM4-40GB MIG 3g.20gb" -> "3g.20gb",
+    "NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb" -> "1c.3g.40gb"; None when the name has none."""
+    found = _MIG_NAME.findall(name)
+    return found[-1] if found else None
+
+
+def _mig_parent_processes(devices: tuple[MigDevice, ...]) -> tuple[GpuProcess, ...] | Unavailable:
+    """A GPU in MIG mode: its MIG devices' processes, each pid once (memory added up if one process uses
+    several instances). If one instance's list is missing, so is the whole, with that instance named."""
+    merged: dict[int, GpuProcess] = {}
+    for mig in devices:
+        if isinstance(mig.processes, Unavailable):
+            return Unavailable(mig.processes.reason, f"MIG device {mig.index}: {mig.processes.detail}")
+        for proc in mig.processes:
+            seen = merged.get(proc.pid)
+            if seen is None:
+                merged[proc.pid] = proc
+            else:
+                total = None if seen.used_mib is None or proc.used_mib is None else seen.used_mib + proc.used_mib
+                merged[proc.pid] = dataclasses.replace(seen, used_mib=total)
+    return tuple(merged.values())
 
 
 def _process_owner(pid: int, now: float) -> tuple[str | None, str | None]:

@@ -14,6 +14,8 @@ Config dict (every key optional)::
         "errors": {  # error injection: function name -> code, {"gpu": i, "code": c}, or a list of those
             "nvmlInitWithFlags": "DRIVER_NOT_LOADED",
             "nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 1, "code": "NO_PERMISSION"},
+            # "mig": a slot or "*": the call on that MIG device (any MIG device) of the GPU, not on its own handle
+            "nvmlDeviceGetMemoryInfo_v2": {"gpu": 0, "mig": 1, "code": "UNKNOWN"},
         },
         "gpus": [{
             "name": "...", "uuid": "GPU-...", "pci_bus_id": "00000000:3B:00.0", "pci_device_id": 0x233010DE,
@@ -23,8 +25,21 @@ Config dict (every key optional)::
             "power_limit_mw": 700000,
             "lost": True,  # every call on this GPU, its handle included: NVML_ERROR_GPU_IS_LOST
             "processes": [{"pid": 1234 or "self", "used": bytes or "unknown"}],
+            "mig": {  # absent: no MIG (nvmlDeviceGetMigMode answers NOT_SUPPORTED, as a consumer GPU does)
+                "mode": 1, "pending": 1,  # current / pending MIG mode, 0 or 1 ("pending" defaults to "mode")
+                "slots": 7,  # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
+                "devices": [{  # listed only while "mode" is 1
+                    "slot": 0,  # default: the position in this list; slots not listed answer NOT_FOUND
+                    "uuid": "MIG-...", "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+                    "gpu_instance_id": 1, "compute_instance_id": 0,  # defaults: slot + 1, 0
+                    "memory_total": bytes, "memory_used": bytes, "memory_reserved": bytes,
+                    "processes": [{"pid": 1234 or "self", "used": bytes or "unknown"}],
+                }],
+            },
         }],
     }
+
+In MIG mode the GPU's own "processes" are not listed: its process list is its MIG devices' (see fake_nvml.c).
 """
 
 from __future__ import annotations
@@ -69,7 +84,10 @@ _INT_KEYS = (
     "power_mw",
     "power_limit_mw",
 )
-_GPU_KEYS = {*_TEXT_KEYS, *_INT_KEYS, "lost", "processes"}
+_GPU_KEYS = {*_TEXT_KEYS, *_INT_KEYS, "lost", "processes", "mig"}
+_MIG_KEYS = {"mode", "pending", "slots", "devices"}
+_MIG_DEVICE_KEYS = {"slot", "uuid", "name", "gpu_instance_id", "compute_instance_id", "memory_total", "memory_used",
+                    "memory_reserved", "processes"}
 
 
 class FakeNvmlUnavailable(RuntimeError):
@@ -131,6 +149,10 @@ def _error_lines(errors: dict[str, Any]) -> list[str]:
             gpu, code = ("*", spec) if not isinstance(spec, dict) else (spec.get("gpu", "*"), spec["code"])
             if code not in ERROR_CODES and not isinstance(code, int):
                 raise ValueError(f"error code {code!r} for {function}: use one of {', '.join(ERROR_CODES)}")
+            if isinstance(spec, dict) and "mig" in spec:
+                if gpu == "*":
+                    raise ValueError(f"error for {function}: a MIG slot needs a GPU index too")
+                gpu = f"{gpu}:{spec['mig'] if spec['mig'] == '*' else int(spec['mig'])}"
             lines.append(f"error {function} {gpu} {code}")
     return lines
 
@@ -166,11 +188,39 @@ def render_config(config: dict[str, Any]) -> str:
         lines += [f"{key} {int(gpu[key])}" for key in _INT_KEYS if key in gpu]
         if gpu.get("lost"):
             lines.append("lost 1")
-        for proc in gpu.get("processes", []):
-            pid = proc["pid"] if proc["pid"] == "self" else int(proc["pid"])
-            used = proc["used"] if proc["used"] == "unknown" else int(proc["used"])
-            lines.append(f"process {pid} {used}")
+        lines += [f"process {_process_text(proc)}" for proc in gpu.get("processes", [])]
+        if "mig" in gpu:
+            lines += _mig_lines(gpu["mig"], i)
     return "\n".join(lines) + "\n"
+
+
+def _process_text(proc: dict[str, Any]) -> str:
+    pid = proc["pid"] if proc["pid"] == "self" else int(proc["pid"])
+    used = proc["used"] if proc["used"] == "unknown" else int(proc["used"])
+    return f"{pid} {used}"
+
+
+def _mig_lines(mig: dict[str, Any], i: int) -> list[str]:
+    unknown = set(mig) - _MIG_KEYS
+    if unknown:
+        raise ValueError(f"unknown MIG keys for fake GPU {i}: {sorted(unknown)}")
+    mode = int(mig.get("mode", 0))
+    lines = [f"mig_mode {mode} {int(mig.get('pending', mode))}"]
+    if "slots" in mig:
+        lines.append(f"mig_slots {int(mig['slots'])}")
+    for position, device in enumerate(mig.get("devices", [])):
+        unknown = set(device) - _MIG_DEVICE_KEYS
+        if unknown:
+            raise ValueError(f"unknown keys for MIG device {position} of fake GPU {i}: {sorted(unknown)}")
+        slot = int(device.get("slot", position))
+        lines.append(f"mig {slot} {int(device.get('gpu_instance_id', slot + 1))} "
+                     f"{int(device.get('compute_instance_id', 0))}")
+        lines += [f"mig_{key} {_escape(device[key], f'GPU {i} MIG {slot} {key}')}" for key in ("name", "uuid")
+                  if key in device]
+        lines += [f"mig_{key} {int(device[key])}" for key in ("memory_total", "memory_used", "memory_reserved")
+                  if key in device]
+        lines += [f"mig_process {_process_text(proc)}" for proc in device.get("processes", [])]
+    return lines
 
 
 def write_config(path: str | os.PathLike[str], config: dict[str, Any]) -> Path:
@@ -329,6 +379,55 @@ def n_gpus(n: int, procs_per_gpu: int = 0) -> dict[str, Any]:
     return {"driver_version": "550.54.15", "cuda_driver_version": 12040, "gpus": gpus}
 
 
+def mig_gpu(devices: list[dict[str, Any]] | None = None, mode: int = 1, pending: int | None = None,
+            **changes: Any) -> dict[str, Any]:
+    """An A100 40GB (one GPU's dict for a config's "gpus") with MIG ``mode`` on (1) or off (0) and ``pending``
+    (default: ``mode``). ``devices`` default: slot 0 a 3g.20gb (GPU instance 1) where this process ("self")
+    holds 1000 MiB, slot 1 a 2g.10gb (GPU instance 3) with pid 3999903 holding 500 MiB; ``[]``: MIG mode with
+    no instance created. A device may give "profile" instead of "name" (the name is then the parent's
+    + " MIG <profile>"). The GPU's used memory is its devices' sum; ``changes`` override the GPU's keys."""
+    name = changes.get("name", "NVIDIA A100-SXM4-40GB")
+    if devices is None:
+        devices = [
+            {"uuid": "MIG-5e8b0c1a-2f3d-5a6b-9c7d-0e1f2a3b4c5d", "profile": "3g.20gb", "gpu_instance_id": 1,
+             "compute_instance_id": 0, "memory_total": 19968 * MIB, "memory_used": 1024 * MIB,
+             "processes": [{"pid": "self", "used": 1000 * MIB}]},
+            {"uuid": "MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f", "profile": "2g.10gb", "gpu_instance_id": 3,
+             "compute_instance_id": 0, "memory_total": 9728 * MIB, "memory_used": 512 * MIB,
+             "processes": [{"pid": 3999903, "used": 500 * MIB}]},
+        ]
+    built = []
+    for device in devices:
+        device = dict(device)
+        profile = device.pop("profile", None)
+        if profile is not None:
+            device.setdefault("name", f"{name} MIG {profile}")
+        built.append(device)
+    gpu = {
+        "name": name,
+        "uuid": "GPU-7b1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f",
+        "pci_bus_id": "00000000:07:00.0",
+        "pci_device_id": 0x20B010DE,
+        "memory_total": 40960 * MIB,
+        "memory_used": sum(d.get("memory_used", 0) for d in built) if mode else 0,
+        "memory_reserved": 512 * MIB,
+        "utilization_gpu": 0,  # not reported in MIG mode
+        "utilization_memory": 0,
+        "temperature": 41,
+        "power_mw": 88000,
+        "power_limit_mw": 400000,
+        "mig": {"mode": mode, "pending": mode if pending is None else pending, "devices": built},
+    }
+    gpu.update(changes)
+    return gpu
+
+
+def mig_config() -> dict[str, Any]:
+    """GPU 0 an A100 in MIG mode with two MIG devices (see ``mig_gpu``), GPU 1 a Tesla T4 without MIG."""
+    return {"driver_version": "550.54.15", "cuda_driver_version": 12040,
+            "gpus": [mig_gpu(), copy.deepcopy(three_gpus()["gpus"][2])]}
+
+
 def with_changes(config: dict[str, Any], **gpu_changes: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of ``config`` with per-GPU changes, e.g. ``with_changes(cfg, gpu1={"lost": True})``;
     a value of None removes that key (``{"power_mw": None}``: power not supported)."""
@@ -348,11 +447,16 @@ def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str,
     call succeeds. Processes carry pid, used_mib and is_self only (name/user come from /proc)."""
     gpu = config["gpus"][index]
     total, used, reserved = gpu["memory_total"], gpu["memory_used"], gpu["memory_reserved"]
-    processes = []
-    for proc in gpu.get("processes", []):
-        pid = self_pid if proc["pid"] == "self" else proc["pid"]
-        used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
-        processes.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid})
+    processes = _expected_processes(gpu.get("processes", []), self_pid)
+    mig = gpu.get("mig")
+    mig_on = bool(mig and mig.get("mode"))
+    mig_devices = []
+    if mig_on:
+        for position, device in enumerate(mig.get("devices", [])):
+            mig_devices.append(_expected_mig_device(device, index, position, self_pid))
+        mig_devices.sort(key=lambda d: d["index"])
+        processes = _merged(mig_devices)
+    not_in_mig = NA("not_supported", "MIG mode")
     return {
         "index": index,
         "name": gpu["name"],
@@ -362,18 +466,87 @@ def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str,
         "memory_used_mib": used // MIB,
         "memory_free_mib": (total - used - reserved) // MIB,
         "memory_reserved_mib": reserved // MIB,
-        "utilization_gpu_pct": gpu["utilization_gpu"],
-        "utilization_memory_pct": gpu["utilization_memory"],
+        "utilization_gpu_pct": not_in_mig if mig_on else gpu["utilization_gpu"],
+        "utilization_memory_pct": not_in_mig if mig_on else gpu["utilization_memory"],
         "temperature_c": gpu["temperature"],
         "power_w": gpu["power_mw"] / 1000.0 if "power_mw" in gpu else None,
         "processes": processes,
         "error": None,
+        "mig_mode": None if mig is None else bool(mig.get("mode")),
+        "mig_pending": None if mig is None else bool(mig.get("pending", mig.get("mode"))),
+        "mig_devices": mig_devices,
+        "mig_error": None,
     }
 
 
+def _expected_processes(procs: list[dict[str, Any]], self_pid: int) -> list[dict[str, Any]]:
+    result = []
+    for proc in procs:
+        pid = self_pid if proc["pid"] == "self" else proc["pid"]
+        used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
+        result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid})
+    return result
+
+
+def _expected_mig_device(device: dict[str, Any], parent: int, position: int, self_pid: int) -> dict[str, Any]:
+    slot = device.get("slot", position)
+    total, used = device.get("memory_total", 0), device.get("memory_used", 0)
+    reserved = device.get("memory_reserved", 0)
+    name = device.get("name", "Fake GPU MIG 1g.10gb")
+    return {
+        "parent_index": parent,
+        "index": slot,
+        "uuid": device.get("uuid", f"MIG-fake-{parent:04d}-{slot}"),
+        "name": name,
+        "profile": name.rsplit(" MIG ", 1)[1],
+        "gpu_instance_id": device.get("gpu_instance_id", slot + 1),
+        "compute_instance_id": device.get("compute_instance_id", 0),
+        "memory_total_mib": total // MIB,
+        "memory_used_mib": used // MIB,
+        "memory_free_mib": max(0, total - used - reserved) // MIB,
+        "memory_reserved_mib": reserved // MIB,
+        "utilization_gpu_pct": NA("not_supported", "per MIG device"),
+        "temperature_c": NA("not_supported", "per MIG device"),
+        "processes": _expected_processes(device.get("processes", []), self_pid),
+    }
+
+
+def _merged(mig_devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A MIG-mode GPU's process list: its MIG devices' processes, each pid once, memory added up."""
+    by_pid: dict[int, dict[str, Any]] = {}
+    for device in mig_devices:
+        for proc in device["processes"]:
+            seen = by_pid.get(proc["pid"])
+            if seen is None:
+                by_pid[proc["pid"]] = dict(proc)
+            elif seen["used_mib"] is not None:
+                seen["used_mib"] = None if proc["used_mib"] is None else seen["used_mib"] + proc["used_mib"]
+    return list(by_pid.values())
+
+
+class NA:
+    """Equal to an ``Unavailable.to_dict()`` with this reason whose detail holds every one of ``parts``: for
+    ``expected_gpu``, where a detail's exact words are not the point."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, reason: str, *parts: str):
+        self.reason, self.parts = reason, parts
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, dict) and other.get("unavailable") == self.reason
+                and all(part in other.get("detail", "") for part in self.parts))
+
+    def __repr__(self) -> str:
+        return f"NA({self.reason!r}{''.join(f', {p!r}' for p in self.parts)})"
+
+
 def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
-    """A GPU's dict with process name/user dropped (they come from /proc, so tests check them apart)."""
+    """A GPU's (or a MIG device's) dict with process name/user dropped (they come from /proc, so tests check
+    them apart)."""
     gpu = dict(gpu)
     if isinstance(gpu["processes"], list):
         gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self")} for p in gpu["processes"]]
+    if gpu.get("mig_devices"):
+        gpu["mig_devices"] = [without_owner(d) for d in gpu["mig_devices"]]
     return gpu

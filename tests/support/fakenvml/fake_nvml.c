@@ -21,6 +21,22 @@
  *     power_mw / power_limit_mw <int>              # absent: NVML_ERROR_NOT_SUPPORTED
  *     lost 1                                       # every call on this GPU: NVML_ERROR_GPU_IS_LOST
  *     process <pid | self> <bytes | unknown>       # self: getpid(); unknown: ULLONG_MAX
+ *     mig_mode <current> <pending>                 # 0 or 1 each; absent: the GPU has no MIG (NOT_SUPPORTED)
+ *     mig_slots <n>                                # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
+ *     mig <slot> <gpu instance id> <compute instance id>  # starts a MIG device of this GPU; mig_* below apply to it
+ *     mig_name / mig_uuid <text>
+ *     mig_memory_total / mig_memory_used / mig_memory_reserved <bytes>
+ *     mig_process <pid | self> <bytes | unknown>
+ * Error injection names the handle: "<gpu>" the GPU's own handle, "<gpu>:<slot>" one of its MIG devices,
+ * "<gpu>:*" any of its MIG devices, "*" every call.
+ *
+ * MIG (calls since R450, so in both generations below): a GPU with mig_mode 1 lists its MIG devices through
+ * nvmlDeviceGetMigDeviceHandleByIndex (an empty slot: NOT_FOUND). A MIG handle answers name, UUID, index (its
+ * slot), memory, PCI info (the parent's) and its own processes; utilization, temperature, power, fan and
+ * codec figures are NOT_SUPPORTED per MIG device, and utilization and codec figures on a MIG-enabled parent
+ * too (nvml.h: "On MIG-enabled GPUs, querying device utilization rates is not currently supported"). The
+ * parent's process list in MIG mode is every instance's processes, with their GPU / compute instance ids, as
+ * a privileged caller gets it (an unprivileged caller's refusal: inject NO_PERMISSION on the GPU's handle).
  *
  * If $FAKE_NVML_CALL_LOG names a file, every exported call appends its function name there, so a test
  * can prove that something (e.g. nvmlInit) was never called.
@@ -37,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +97,10 @@ typedef struct {
     unsigned int gpuInstanceId, computeInstanceId;
 } nvmlProcessInfo_t; /* the v3 entry (drivers >= R510) */
 
+typedef struct nvmlDevice_st *nvmlDevice_t; /* opaque, as in nvml.h; see resolve() */
+#define NVML_DEVICE_MIG_DISABLE 0u
+#define NVML_DEVICE_MIG_ENABLE 1u
+
 typedef struct {
     char busIdLegacy[16];
     unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
@@ -92,12 +113,18 @@ _Static_assert((NVML_MEMORY_V2_VERSION & 0xffffff) == sizeof(nvmlMemory_v2_t), "
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t is 8 bytes");
 _Static_assert(sizeof(nvmlProcessInfo_t) == 24, "process entry v3 is 24 bytes");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t is 68 bytes");
+/* pynvml passes handles as POINTER(struct) by value and MIG outputs as byref(c_uint) / byref(c_nvmlDevice_t). */
+_Static_assert(sizeof(nvmlDevice_t) == sizeof(void *), "a device handle is one pointer");
+_Static_assert(sizeof(unsigned int) == 4, "MIG mode, slot counts and instance ids are 32-bit c_uint");
 
 /* ---- the fake state ---- */
 #define MAX_GPUS 64
 #define MAX_PROCS 64
 #define MAX_ERRORS 64
+#define MAX_MIGS 8 /* slots per GPU: A100 and H100 have 7 */
 #define TEXT 96
+#define MIG_ANY -2 /* error injection: any MIG device of the GPU */
+#define GPU_HANDLE -1 /* error injection and handles: the GPU's own handle, not a MIG device */
 
 typedef struct {
     unsigned int pid;
@@ -115,19 +142,32 @@ typedef struct fake_gpu {
     int lost;
     int nprocs;
     fake_proc procs[MAX_PROCS];
+    int has_mig; /* a mig_mode line: the GPU supports MIG */
+    unsigned int mig_mode, mig_pending, mig_slots;
 } fake_gpu;
-typedef fake_gpu *nvmlDevice_t;
+
+typedef struct fake_mig {
+    int present;
+    unsigned int gi, ci;
+    char name[TEXT], uuid[TEXT];
+    unsigned long long mem_total, mem_used, mem_reserved;
+    int nprocs;
+    fake_proc procs[MAX_PROCS];
+} fake_mig;
 
 typedef struct {
     char function[64];
     int gpu; /* -1: any GPU (and calls without one) */
+    int mig; /* GPU_HANDLE, MIG_ANY or a slot */
     nvmlReturn_t code;
 } fake_error;
 
-/* Handles are addresses in this array, so they stay valid (as pointers) across config reloads;
- * whether they still name a GPU is checked against ngpus on each call. */
+/* Handles are addresses in these arrays, so they stay valid (as pointers) across config reloads;
+ * whether they still name a GPU (or a MIG device) is checked on each call. */
 static fake_gpu gpus[MAX_GPUS];
 static int ngpus;
+static fake_mig migs[MAX_GPUS][MAX_MIGS]; /* migs[g][slot]: MIG device <slot> of GPU g */
+static fake_mig *cur_mig; /* the MIG device the config's mig_* lines describe */
 static fake_error errors[MAX_ERRORS];
 static int nerrors;
 /* A slow or hung driver: a call that takes this long (the lock held, as a stuck driver serialises callers). */
@@ -195,6 +235,15 @@ static char *unescape(char *s) {
     return s;
 }
 
+static void parse_process(const char *val, fake_proc *procs, int *nprocs) {
+    char pid[32], used[32];
+    if (*nprocs < MAX_PROCS && sscanf(val, "%31s %31s", pid, used) == 2) {
+        fake_proc *p = &procs[(*nprocs)++];
+        p->pid = strcmp(pid, "self") == 0 ? (unsigned int)getpid() : (unsigned int)strtoul(pid, NULL, 10);
+        p->used = strcmp(used, "unknown") == 0 ? ULLONG_MAX : strtoull(used, NULL, 10);
+    }
+}
+
 static void parse_line(char *line, fake_gpu **cur) {
     line[strcspn(line, "\r\n")] = 0;
     char *key = line + strspn(line, " \t");
@@ -208,6 +257,8 @@ static void parse_line(char *line, fake_gpu **cur) {
         if (ngpus >= MAX_GPUS) return;
         g = *cur = &gpus[ngpus];
         memset(g, 0, sizeof *g);
+        memset(migs[ngpus], 0, sizeof migs[ngpus]);
+        cur_mig = NULL;
         g->index = (unsigned int)ngpus++;
         snprintf(g->uuid, sizeof g->uuid, "GPU-fake-%04u", g->index);
         snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "00000000:%02X:00.0", g->index + 1);
@@ -222,6 +273,8 @@ static void parse_line(char *line, fake_gpu **cur) {
             fake_error *e = &errors[nerrors++];
             copy_text(e->function, sizeof e->function, fn);
             e->gpu = strcmp(gpu, "*") == 0 ? -1 : atoi(gpu);
+            const char *slot = strchr(gpu, ':');
+            e->mig = !slot ? GPU_HANDLE : strcmp(slot + 1, "*") == 0 ? MIG_ANY : atoi(slot + 1);
             e->code = code_from_text(code);
         }
     } else if (strcmp(key, "delay") == 0) {
@@ -262,12 +315,42 @@ static void parse_line(char *line, fake_gpu **cur) {
     } else if (strcmp(key, "lost") == 0) {
         g->lost = atoi(val) != 0;
     } else if (strcmp(key, "process") == 0) {
-        char pid[32], used[32];
-        if (g->nprocs < MAX_PROCS && sscanf(val, "%31s %31s", pid, used) == 2) {
-            fake_proc *p = &g->procs[g->nprocs++];
-            p->pid = strcmp(pid, "self") == 0 ? (unsigned int)getpid() : (unsigned int)strtoul(pid, NULL, 10);
-            p->used = strcmp(used, "unknown") == 0 ? ULLONG_MAX : strtoull(used, NULL, 10);
+        parse_process(val, g->procs, &g->nprocs);
+    } else if (strcmp(key, "mig_mode") == 0) {
+        g->has_mig = 1;
+        g->mig_slots = g->mig_slots ? g->mig_slots : 7;
+        if (sscanf(val, "%u %u", &g->mig_mode, &g->mig_pending) != 2) fprintf(stderr, "fake_nvml: bad mig_mode\n");
+    } else if (strcmp(key, "mig_slots") == 0) {
+        g->mig_slots = (unsigned int)atoi(val);
+        if (g->mig_slots > MAX_MIGS) g->mig_slots = MAX_MIGS;
+    } else if (strcmp(key, "mig") == 0) {
+        unsigned int slot, gi, ci;
+        if (sscanf(val, "%u %u %u", &slot, &gi, &ci) == 3 && slot < MAX_MIGS) {
+            cur_mig = &migs[g->index][slot];
+            memset(cur_mig, 0, sizeof *cur_mig);
+            cur_mig->present = 1;
+            cur_mig->gi = gi;
+            cur_mig->ci = ci;
+            snprintf(cur_mig->uuid, sizeof cur_mig->uuid, "MIG-fake-%04u-%u", g->index, slot);
+            copy_text(cur_mig->name, sizeof cur_mig->name, "Fake GPU MIG 1g.10gb");
+        } else {
+            cur_mig = NULL;
+            fprintf(stderr, "fake_nvml: bad mig line '%s' (slot below %d), ignored\n", val, MAX_MIGS);
         }
+    } else if (strncmp(key, "mig_", 4) == 0 && !cur_mig) {
+        fprintf(stderr, "fake_nvml: '%s' before any 'mig' line of this GPU, ignored\n", key);
+    } else if (strcmp(key, "mig_name") == 0) {
+        copy_text(cur_mig->name, sizeof cur_mig->name, unescape(val));
+    } else if (strcmp(key, "mig_uuid") == 0) {
+        copy_text(cur_mig->uuid, sizeof cur_mig->uuid, unescape(val));
+    } else if (strcmp(key, "mig_memory_total") == 0) {
+        cur_mig->mem_total = strtoull(val, NULL, 10);
+    } else if (strcmp(key, "mig_memory_used") == 0) {
+        cur_mig->mem_used = strtoull(val, NULL, 10);
+    } else if (strcmp(key, "mig_memory_reserved") == 0) {
+        cur_mig->mem_reserved = strtoull(val, NULL, 10);
+    } else if (strcmp(key, "mig_process") == 0) {
+        parse_process(val, cur_mig->procs, &cur_mig->nprocs);
     } else {
         fprintf(stderr, "fake_nvml: unknown config key '%s', ignored\n", key);
     }
@@ -279,6 +362,7 @@ static void reload_if_changed(void) {
     struct stat st;
     if (!path || stat(path, &st) != 0) { /* no config: no GPUs, no injected errors */
         ngpus = nerrors = ndelays = 0;
+        cur_mig = NULL;
         have_loaded = 0;
         return;
     }
@@ -288,6 +372,7 @@ static void reload_if_changed(void) {
     FILE *f = fopen(path, "r");
     if (!f) return;
     ngpus = nerrors = ndelays = 0;
+    cur_mig = NULL;
     copy_text(driver_version, sizeof driver_version, "550.54.15");
     cuda_driver_version = 12040;
     fake_gpu *cur = NULL;
@@ -299,10 +384,16 @@ static void reload_if_changed(void) {
 }
 
 /* ---- call plumbing ---- */
-static nvmlReturn_t injected(const char *fn, int gpu) {
-    for (int i = 0; i < nerrors; i++)
-        if ((errors[i].gpu < 0 || errors[i].gpu == gpu) && strcmp(errors[i].function, fn) == 0)
-            return errors[i].code;
+/* The injected error for a call of ``fn`` on GPU ``gpu`` (-1: a call without one), on its own handle (``mig``
+ * GPU_HANDLE) or on its MIG device in slot ``mig``. */
+static nvmlReturn_t injected(const char *fn, int gpu, int mig) {
+    for (int i = 0; i < nerrors; i++) {
+        const fake_error *e = &errors[i];
+        if (strcmp(e->function, fn) != 0) continue;
+        if (e->gpu < 0) return e->code;
+        if (e->gpu != gpu) continue;
+        if (e->mig == GPU_HANDLE ? mig == GPU_HANDLE : e->mig == MIG_ANY ? mig >= 0 : e->mig == mig) return e->code;
+    }
     return NVML_SUCCESS;
 }
 
@@ -333,16 +424,49 @@ static nvmlReturn_t leave(nvmlReturn_t rc) {
 /* A system-level call: needs init, honours an injected error without a GPU. */
 static nvmlReturn_t system_check(const char *fn) {
     if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    return injected(fn, -1);
+    return injected(fn, -1, GPU_HANDLE);
 }
 
-/* A per-device call: the handle must name a present GPU; lost GPUs and injected errors win. */
-static nvmlReturn_t device_check(const char *fn, nvmlDevice_t dev) {
+/* What a handle names: a GPU (mig NULL) or one of its MIG devices. */
+typedef struct {
+    fake_gpu *gpu;
+    fake_mig *mig;
+    int slot; /* the MIG device's slot, or GPU_HANDLE */
+} fake_dev;
+
+/* A handle is the address of a GPU in gpus[] or of a MIG device in migs[][]; anything else is invalid. */
+static int resolve(nvmlDevice_t dev, fake_dev *out) {
+    uintptr_t p = (uintptr_t)dev, g0 = (uintptr_t)gpus, m0 = (uintptr_t)migs;
+    if (p >= g0 && p < g0 + sizeof gpus && (p - g0) % sizeof(fake_gpu) == 0) {
+        out->gpu = &gpus[(p - g0) / sizeof(fake_gpu)];
+        out->mig = NULL;
+        out->slot = GPU_HANDLE;
+        return out->gpu->index == (unsigned int)(out->gpu - gpus);
+    }
+    if (p >= m0 && p < m0 + sizeof migs && (p - m0) % sizeof(fake_mig) == 0) {
+        size_t k = (p - m0) / sizeof(fake_mig);
+        out->gpu = &gpus[k / MAX_MIGS];
+        out->mig = &migs[k / MAX_MIGS][k % MAX_MIGS];
+        out->slot = (int)(k % MAX_MIGS);
+        return 1;
+    }
+    return 0;
+}
+
+static int mig_enabled(const fake_gpu *g) {
+    return g->has_mig && g->mig_mode == NVML_DEVICE_MIG_ENABLE;
+}
+
+/* A per-device call: the handle must name a present GPU (or a MIG device that still exists on a GPU in MIG
+ * mode); lost GPUs and injected errors win. */
+static nvmlReturn_t device_check(const char *fn, nvmlDevice_t dev, fake_dev *d) {
     if (init_count <= 0) return NVML_ERROR_UNINITIALIZED;
-    if (!dev || dev < gpus || dev >= gpus + MAX_GPUS || dev->index != (unsigned int)(dev - gpus))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if ((int)dev->index >= ngpus || dev->lost) return NVML_ERROR_GPU_IS_LOST;
-    return injected(fn, (int)dev->index);
+    if (!dev || !resolve(dev, d)) return NVML_ERROR_INVALID_ARGUMENT;
+    int index = (int)(d->gpu - gpus);
+    if (index >= ngpus || d->gpu->index != (unsigned int)index || d->gpu->lost) return NVML_ERROR_GPU_IS_LOST;
+    /* A MIG device destroyed (or its GPU taken out of MIG mode) since the handle was given: stale handle. */
+    if (d->mig && (!d->mig->present || !mig_enabled(d->gpu))) return NVML_ERROR_INVALID_ARGUMENT;
+    return injected(fn, index, d->slot);
 }
 
 static nvmlReturn_t copy_out(char *dst, unsigned int length, const char *src) {
@@ -353,6 +477,10 @@ static nvmlReturn_t copy_out(char *dst, unsigned int length, const char *src) {
 }
 
 #define BEGIN(fn) enter(fn)
+#define DEVICE(fn, dev) \
+    fake_dev d_;        \
+    BEGIN(fn);          \
+    CHECK(device_check(fn, dev, &d_))
 #define CHECK(expr)                             \
     do {                                        \
         nvmlReturn_t rc_ = (expr);              \
@@ -364,7 +492,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags;
     BEGIN("nvmlInitWithFlags");
     reload_if_changed();
-    CHECK(injected("nvmlInitWithFlags", -1));
+    CHECK(injected("nvmlInitWithFlags", -1, GPU_HANDLE));
     init_count++;
     return leave(NVML_SUCCESS);
 }
@@ -372,7 +500,7 @@ EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 EXPORT nvmlReturn_t nvmlInit_v2(void) {
     BEGIN("nvmlInit_v2");
     reload_if_changed();
-    CHECK(injected("nvmlInit_v2", -1));
+    CHECK(injected("nvmlInit_v2", -1, GPU_HANDLE));
     init_count++;
     return leave(NVML_SUCCESS);
 }
@@ -451,128 +579,134 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice
     /* A GPU that fell off the bus has no handle either, as nvidia-smi shows ("Unable to determine the
      * device handle for GPU ...: GPU is lost"). */
     if (gpus[index].lost) return leave(NVML_ERROR_GPU_IS_LOST);
-    CHECK(injected("nvmlDeviceGetHandleByIndex_v2", (int)index));
-    *device = &gpus[index];
+    CHECK(injected("nvmlDeviceGetHandleByIndex_v2", (int)index, GPU_HANDLE));
+    *device = (nvmlDevice_t)&gpus[index];
     return leave(NVML_SUCCESS);
 }
 
+/* A MIG handle's index is its slot (nvml.h: "indices that can be passed to nvmlDeviceGetMigDeviceHandleByIndex"). */
 EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned int *index) {
-    BEGIN("nvmlDeviceGetIndex");
-    CHECK(device_check("nvmlDeviceGetIndex", dev));
+    DEVICE("nvmlDeviceGetIndex", dev);
     if (!index) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    *index = dev->index;
+    *index = d_.mig ? (unsigned int)d_.slot : d_.gpu->index;
     return leave(NVML_SUCCESS);
 }
 
 /* ---- identity ---- */
 EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned int length) {
-    BEGIN("nvmlDeviceGetName");
-    CHECK(device_check("nvmlDeviceGetName", dev));
-    return leave(copy_out(name, length, dev->name));
+    DEVICE("nvmlDeviceGetName", dev);
+    return leave(copy_out(name, length, d_.mig ? d_.mig->name : d_.gpu->name));
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned int length) {
-    BEGIN("nvmlDeviceGetUUID");
-    CHECK(device_check("nvmlDeviceGetUUID", dev));
-    return leave(copy_out(uuid, length, dev->uuid));
+    DEVICE("nvmlDeviceGetUUID", dev);
+    return leave(copy_out(uuid, length, d_.mig ? d_.mig->uuid : d_.gpu->uuid));
 }
 
+/* On a MIG handle: the parent's PCI info (a MIG device is no PCI function of its own). */
 EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci) {
-    BEGIN("nvmlDeviceGetPciInfo_v3");
-    CHECK(device_check("nvmlDeviceGetPciInfo_v3", dev));
+    DEVICE("nvmlDeviceGetPciInfo_v3", dev);
     if (!pci) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    const fake_gpu *g = d_.gpu;
     memset(pci, 0, sizeof *pci);
     unsigned int domain = 0, bus = 0, device = 0, function = 0;
-    sscanf(dev->pci_bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function);
+    sscanf(g->pci_bus_id, "%x:%x:%x.%x", &domain, &bus, &device, &function);
     pci->domain = domain;
     pci->bus = bus;
     pci->device = device;
-    pci->pciDeviceId = dev->pci_device_id;
+    pci->pciDeviceId = g->pci_device_id;
     /* Real drivers fill the legacy field with a 4-digit domain and busId with an 8-digit one. */
     snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.%X", domain & 0xffff, bus, device,
              function);
-    copy_text(pci->busId, sizeof pci->busId, dev->pci_bus_id);
+    copy_text(pci->busId, sizeof pci->busId, g->pci_bus_id);
     return leave(NVML_SUCCESS);
 }
 
 /* ---- memory: the config's used excludes reserved, as v2 reports it; v1 folds reserved into used ---- */
-static unsigned long long mem_free(const fake_gpu *g) {
-    unsigned long long taken = g->mem_used + g->mem_reserved;
-    return taken >= g->mem_total ? 0 : g->mem_total - taken;
+typedef struct {
+    unsigned long long total, used, reserved;
+} fake_memory;
+
+static fake_memory memory_of(const fake_dev *d) {
+    fake_memory m = {d->gpu->mem_total, d->gpu->mem_used, d->gpu->mem_reserved};
+    if (d->mig) m = (fake_memory){d->mig->mem_total, d->mig->mem_used, d->mig->mem_reserved};
+    return m;
+}
+
+static unsigned long long mem_free(const fake_memory *m) {
+    unsigned long long taken = m->used + m->reserved;
+    return taken >= m->total ? 0 : m->total - taken;
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t dev, nvmlMemory_t *mem) {
-    BEGIN("nvmlDeviceGetMemoryInfo");
-    CHECK(device_check("nvmlDeviceGetMemoryInfo", dev));
+    DEVICE("nvmlDeviceGetMemoryInfo", dev);
     if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    mem->total = dev->mem_total;
-    mem->free = mem_free(dev);
-    mem->used = dev->mem_used + dev->mem_reserved;
+    fake_memory m = memory_of(&d_);
+    mem->total = m.total;
+    mem->free = mem_free(&m);
+    mem->used = m.used + m.reserved;
     return leave(NVML_SUCCESS);
 }
 
 #ifndef FAKE_NVML_R470 /* nvmlDeviceGetMemoryInfo_v2 arrived in R510 */
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t *mem) {
-    BEGIN("nvmlDeviceGetMemoryInfo_v2");
-    CHECK(device_check("nvmlDeviceGetMemoryInfo_v2", dev));
+    DEVICE("nvmlDeviceGetMemoryInfo_v2", dev);
     if (!mem) return leave(NVML_ERROR_INVALID_ARGUMENT);
     if (mem->version != NVML_MEMORY_V2_VERSION) return leave(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
-    mem->total = dev->mem_total;
-    mem->reserved = dev->mem_reserved;
-    mem->free = mem_free(dev);
-    mem->used = dev->mem_used;
+    fake_memory m = memory_of(&d_);
+    mem->total = m.total;
+    mem->reserved = m.reserved;
+    mem->free = mem_free(&m);
+    mem->used = m.used;
     return leave(NVML_SUCCESS);
 }
 #endif
 
-/* ---- sensors ---- */
+/* ---- sensors: a MIG device has none of its own; a MIG-enabled GPU reports no utilization ---- */
 EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtilization_t *util) {
-    BEGIN("nvmlDeviceGetUtilizationRates");
-    CHECK(device_check("nvmlDeviceGetUtilizationRates", dev));
+    DEVICE("nvmlDeviceGetUtilizationRates", dev);
     if (!util) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    util->gpu = dev->util_gpu;
-    util->memory = dev->util_mem;
+    if (d_.mig || mig_enabled(d_.gpu)) return leave(NVML_ERROR_NOT_SUPPORTED);
+    util->gpu = d_.gpu->util_gpu;
+    util->memory = d_.gpu->util_mem;
     return leave(NVML_SUCCESS);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned int *temp) {
-    BEGIN("nvmlDeviceGetTemperature");
-    CHECK(device_check("nvmlDeviceGetTemperature", dev));
+    DEVICE("nvmlDeviceGetTemperature", dev);
     if (!temp || sensor != 0 /* NVML_TEMPERATURE_GPU */) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    *temp = dev->temperature;
+    if (d_.mig) return leave(NVML_ERROR_NOT_SUPPORTED);
+    *temp = d_.gpu->temperature;
     return leave(NVML_SUCCESS);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned int *mw) {
-    BEGIN("nvmlDeviceGetPowerUsage");
-    CHECK(device_check("nvmlDeviceGetPowerUsage", dev));
+    DEVICE("nvmlDeviceGetPowerUsage", dev);
     if (!mw) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    if (!dev->has_power) return leave(NVML_ERROR_NOT_SUPPORTED);
-    *mw = dev->power_mw;
+    if (d_.mig || !d_.gpu->has_power) return leave(NVML_ERROR_NOT_SUPPORTED);
+    *mw = d_.gpu->power_mw;
     return leave(NVML_SUCCESS);
 }
 
 EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned int *mw) {
-    BEGIN("nvmlDeviceGetEnforcedPowerLimit");
-    CHECK(device_check("nvmlDeviceGetEnforcedPowerLimit", dev));
+    DEVICE("nvmlDeviceGetEnforcedPowerLimit", dev);
     if (!mw) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    if (!dev->has_power_limit) return leave(NVML_ERROR_NOT_SUPPORTED);
-    *mw = dev->power_limit_mw;
+    if (d_.mig || !d_.gpu->has_power_limit) return leave(NVML_ERROR_NOT_SUPPORTED);
+    *mw = d_.gpu->power_limit_mw;
     return leave(NVML_SUCCESS);
 }
 
 /* Data-centre GPUs have no fan NVML can read; gpustat asks anyway. */
 EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t dev, unsigned int *speed) {
-    BEGIN("nvmlDeviceGetFanSpeed");
-    CHECK(device_check("nvmlDeviceGetFanSpeed", dev));
+    DEVICE("nvmlDeviceGetFanSpeed", dev);
     (void)speed;
     return leave(NVML_ERROR_NOT_SUPPORTED);
 }
 
 static nvmlReturn_t codec_util(const char *fn, nvmlDevice_t dev, unsigned int *util, unsigned int *period) {
-    BEGIN(fn);
-    CHECK(device_check(fn, dev));
+    DEVICE(fn, dev);
     if (!util || !period) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (d_.mig || mig_enabled(d_.gpu)) return leave(NVML_ERROR_NOT_SUPPORTED);
     *util = 0;
     *period = 167000;
     return leave(NVML_SUCCESS);
@@ -586,24 +720,101 @@ EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t dev, unsigned i
     return codec_util("nvmlDeviceGetDecoderUtilization", dev, u, p);
 }
 
+/* ---- MIG ---- */
+EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t dev, unsigned int *current, unsigned int *pending) {
+    DEVICE("nvmlDeviceGetMigMode", dev);
+    if (d_.mig || !current || !pending) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!d_.gpu->has_mig) return leave(NVML_ERROR_NOT_SUPPORTED); /* as a GPU without MIG answers */
+    *current = d_.gpu->mig_mode;
+    *pending = d_.gpu->mig_pending;
+    return leave(NVML_SUCCESS);
+}
+
+/* nvml.h: "Returns zero if MIG is not supported or enabled." */
+EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t dev, unsigned int *count) {
+    DEVICE("nvmlDeviceGetMaxMigDeviceCount", dev);
+    if (d_.mig || !count) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *count = mig_enabled(d_.gpu) ? d_.gpu->mig_slots : 0;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t dev, unsigned int index, nvmlDevice_t *mig) {
+    DEVICE("nvmlDeviceGetMigDeviceHandleByIndex", dev);
+    if (d_.mig || !mig) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!mig_enabled(d_.gpu)) return leave(NVML_ERROR_NOT_SUPPORTED);
+    if (index >= d_.gpu->mig_slots) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    int g = (int)d_.gpu->index;
+    /* Injection for one slot ("<gpu>:<slot>"), besides the parent handle's checked above. */
+    CHECK(injected("nvmlDeviceGetMigDeviceHandleByIndex", g, (int)index));
+    if (!migs[g][index].present) return leave(NVML_ERROR_NOT_FOUND); /* no MIG device in this slot */
+    *mig = (nvmlDevice_t)&migs[g][index];
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig, nvmlDevice_t *device) {
+    DEVICE("nvmlDeviceGetDeviceHandleFromMigDeviceHandle", mig);
+    if (!d_.mig || !device) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *device = (nvmlDevice_t)d_.gpu;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t dev, unsigned int *is_mig) {
+    DEVICE("nvmlDeviceIsMigDeviceHandle", dev);
+    if (!is_mig) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *is_mig = d_.mig != NULL;
+    return leave(NVML_SUCCESS);
+}
+
+static nvmlReturn_t instance_id(const char *fn, nvmlDevice_t dev, unsigned int *id, int compute) {
+    DEVICE(fn, dev);
+    if (!id) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (!d_.mig) return leave(NVML_ERROR_NOT_SUPPORTED); /* a GPU's own handle has no instance */
+    *id = compute ? d_.mig->ci : d_.mig->gi;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t dev, unsigned int *id) {
+    return instance_id("nvmlDeviceGetGpuInstanceId", dev, id, 0);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned int *id) {
+    return instance_id("nvmlDeviceGetComputeInstanceId", dev, id, 1);
+}
+
 /* ---- processes: the size-query protocol pynvml relies on (count 0 -> INSUFFICIENT_SIZE) ---- */
+#define NO_INSTANCE 0xFFFFFFFFu /* gpuInstanceId / computeInstanceId of a process outside MIG */
+
+/* Appends the processes of ``procs`` to ``infos`` (when there is room) and counts them in ``n``. */
+static void add_processes(const fake_proc *procs, int nprocs, unsigned int gi, unsigned int ci,
+                          nvmlProcessInfo_t *infos, unsigned int room, unsigned int *n) {
+    for (int i = 0; i < nprocs; i++, (*n)++) {
+        if (!infos || *n >= room) continue;
+        infos[*n].pid = procs[i].pid;
+        infos[*n].usedGpuMemory = procs[i].used;
+        infos[*n].gpuInstanceId = gi;
+        infos[*n].computeInstanceId = ci;
+    }
+}
+
 static nvmlReturn_t list_processes(const char *fn, nvmlDevice_t dev, unsigned int *count,
                                    nvmlProcessInfo_t *infos, int graphics) {
-    BEGIN(fn);
-    CHECK(device_check(fn, dev));
+    DEVICE(fn, dev);
     if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    unsigned int n = graphics ? 0u : (unsigned int)dev->nprocs;
-    if (*count < n || (n > 0 && !infos)) {
-        *count = n;
-        return leave(NVML_ERROR_INSUFFICIENT_SIZE);
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        infos[i].pid = dev->procs[i].pid;
-        infos[i].usedGpuMemory = dev->procs[i].used;
-        infos[i].gpuInstanceId = 0xFFFFFFFFu; /* not a MIG instance */
-        infos[i].computeInstanceId = 0xFFFFFFFFu;
+    unsigned int room = *count, n = 0;
+    if (graphics) {
+        /* no graphics processes on these GPUs */
+    } else if (d_.mig) {
+        add_processes(d_.mig->procs, d_.mig->nprocs, d_.mig->gi, d_.mig->ci, infos, room, &n);
+    } else if (mig_enabled(d_.gpu)) { /* every instance's processes, as a privileged caller sees them */
+        for (int slot = 0; slot < MAX_MIGS; slot++) {
+            const fake_mig *m = &migs[d_.gpu->index][slot];
+            if (m->present) add_processes(m->procs, m->nprocs, m->gi, m->ci, infos, room, &n);
+        }
+    } else {
+        add_processes(d_.gpu->procs, d_.gpu->nprocs, NO_INSTANCE, NO_INSTANCE, infos, room, &n);
     }
     *count = n;
+    if (room < n || (n > 0 && !infos)) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
     return leave(NVML_SUCCESS);
 }
 
