@@ -228,3 +228,58 @@ def test_two_waiting_kernels_never_take_the_same_gpu(fake_nvml, tmp_path):
     finally:
         for kernel in kernels:
             kernel.close()
+
+
+# -- MIG devices ---------------------------------------------------------------------------------------------
+def test_mig_devices_are_listed_chosen_by_uuid_and_auto_never_takes_their_parent(fake_nvml, tmp_path):
+    from fakenvml import mig_config
+
+    fake_nvml.write(mig_config())  # GPU 0: an A100 in MIG mode (3g.20gb, 2g.10gb); GPU 1: a T4 with 15 GiB free
+    kernel = waiting_kernel(fake_nvml, tmp_path)
+    try:
+        out = kernel.run("%tfgpu devices")[0]
+        rows = {line.split()[0]: " ".join(line.split()) for line in out.splitlines() if line.strip()[:1].isdigit()}
+        assert "NVIDIA A100-SXM4-40GB (MIG mode)" in rows["0"], out
+        assert rows["0/0"].startswith("0/0 - MIG 3g.20gb MIG-5e8b0c1a 1024 / 19968 MiB"), out
+        assert rows["0/1"].startswith("0/1 - MIG 2g.10gb MIG-9d2c4e6f 512 / 9728 MiB"), out
+        data = json.loads(kernel.run("import json, tfgpu_magic\n"
+                                     "print(json.dumps(tfgpu_magic.snapshot().to_dict()))")[0])
+        migs = data["gpus"][0]["mig_devices"]
+        assert [(m["profile"], m["memory_total_mib"], m["memory_used_mib"]) for m in migs] == [
+            ("3g.20gb", 19968, 1024), ("2g.10gb", 9728, 512)]
+        assert data["gpus"][1]["mig_devices"] == [] and data["gpus"][0]["mig_mode"] is True
+
+        kernel.run("%tfgpu visible MIG-9d2c")  # a unique prefix
+        assert kernel.run(SHOW)[0].strip() == "MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f"
+        # The parent has the most free memory (39 GiB) but is no CUDA device in MIG mode: the freest MIG device
+        # (18.5 GiB) beats the T4 (15 GiB)
+        kernel.run("%tfgpu visible auto")
+        assert kernel.run(SHOW)[0].strip() == "MIG-5e8b0c1a-2f3d-5a6b-9c7d-0e1f2a3b4c5d"
+        _, reply = kernel.run("%tfgpu visible auto:2")  # one MIG device per process: only whole GPUs combine
+        assert reply["status"] == "error" and "needs 2 GPUs" in reply["evalue"], reply
+        assert "MIG" not in reply["evalue"].split("qualify now")[1], reply["evalue"]
+        _, reply = kernel.run("%tfgpu visible MIG-5e8b0c1a,MIG-9d2c4e6f")
+        assert reply["status"] == "error" and "uses one MIG device" in reply["evalue"], reply
+        _, reply = kernel.run("%tfgpu visible MIG-0000")
+        assert reply["status"] == "error" and "matches no MIG device NVML lists (MIG devices: MIG-5e8b0c1a" \
+            in reply["evalue"], reply
+    finally:
+        kernel.close()
+
+
+def test_a_kernel_given_one_mig_device_may_use_it_alone(fake_nvml, tmp_path):
+    from fakenvml import mig_config
+
+    fake_nvml.write(mig_config())
+    env = user_env(**{**fake_nvml.env, "CUDA_VISIBLE_DEVICES": "MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f"})
+    kernel = Kernel(env, str(tmp_path))
+    try:
+        kernel.run("%load_ext tfgpu_magic")
+        _, reply = kernel.run("%tfgpu visible 1")
+        assert reply["status"] == "error" and "it may use MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f" in reply["evalue"]
+        _, reply = kernel.run("%tfgpu visible MIG-5e8b")
+        assert reply["status"] == "error" and "was not given to this kernel" in reply["evalue"], reply
+        kernel.run("%tfgpu visible auto")
+        assert kernel.run(SHOW)[0].strip() == "MIG-9d2c4e6f-7a8b-5c9d-8e0f-1a2b3c4d5e6f"
+    finally:
+        kernel.close()

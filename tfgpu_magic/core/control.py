@@ -33,7 +33,7 @@ from .runtime import (
     probe,
     remove_import_hook,
 )
-from .waiting import Claims, claims_by_index, gpu_key, wait_until
+from .waiting import Claims, gpu_key, live_claims, wait_until
 from .warn import warn
 
 CPU_FIGURES_VAR = "TF_CPU_ALLOCATOR_USE_BFC"
@@ -151,6 +151,8 @@ class Controller:
         given = self.given(snap) if snap is not None else Given()
         if change.setting == "visible" and isinstance(value, VisibleSpec) and value.auto is not None:
             value = self._pick_auto(value, snap, given)
+        if change.setting == "visible" and isinstance(value, VisibleSpec) and value.mig:
+            value = self._resolve_mig(change, value, snap, given)
         self._check_environment(change, value)
         self._check_given(change, value, given)
         unchecked = self._check_inventory(change, value, snap, self.plan) if snap is not None else ""
@@ -221,7 +223,9 @@ class Controller:
     def _choose(self, change: Change) -> tuple[Change, tuple[str, ...]]:
         """``visible auto[:N]`` or ``visible I --min-free SIZE``, with ``--wait`` or not: the GPUs that qualify
         now (or, waiting, as soon as they do), claimed so another kernel choosing at the same time takes others.
-        Returns the change with those GPUs named, and the claims taken for it."""
+        ``auto`` weighs MIG devices as devices of their own and never a parent in MIG mode; a CUDA process uses
+        one MIG device, so only ``auto`` (one device) may end on one. Returns the change with the devices
+        named, and the claims taken for it."""
         spec: VisibleSpec = change.value  # type: ignore[assignment]
         want = spec.auto if spec.auto is not None else len(spec.indices)
         floor = spec.min_free_mib
@@ -238,40 +242,38 @@ class Controller:
             if given.error is not None:
                 raise PlanError(f"`{change.command}` refused: {given.error}")
             self._check_given(change, VisibleSpec(indices=spec.indices), given)
-            taken = claims_by_index(claims, snap)
-            pool = spec.indices or tuple(g.index for g in snap.gpus if given.allows(g.index))
-            rows = []
-            for index in pool:
-                gpu = snap.gpu(index)
-                if gpu is None:
-                    raise PlanError(f"GPU {index} does not exist: this machine's GPUs are {self._gpu_list(snap)} "
-                                    "(physical indices, as nvidia-smi numbers them)")
-                rows.append((gpu, gpu.memory_free_mib if isinstance(gpu.memory_free_mib, int) else None))
-            ok = [(free, gpu.index) for gpu, free in rows
-                  if free is not None and (floor is None or free >= floor) and gpu.index not in taken]
-            ok.sort(key=lambda fi: (-fi[0], fi[1]))
-            line = _waiting_line(want, floor, spec, rows, taken)
-            state["line"] = line
+            taken = live_claims(claims, snap)
+            units = _candidates(snap, given, spec.indices, mig=spec.auto == 1)
+            for unit in units:
+                if isinstance(unit.ident, int) and snap.gpu(unit.ident) is None:
+                    raise PlanError(f"GPU {unit.ident} does not exist: this machine's GPUs are "
+                                    f"{self._gpu_list(snap)} (physical indices, as nvidia-smi numbers them)")
+            ok = [u for u in units if u.free is not None and (floor is None or u.free >= floor)
+                  and u.key not in taken]
+            ok.sort(key=lambda u: (-u.free, u.order))
+            line = _waiting_line(want, floor, spec, units, taken)
             if len(ok) < want:
                 return None, line
-            chosen = tuple(sorted(i for _, i in ok[:want])) if spec.auto is not None else spec.indices
-            keys = tuple(gpu_key(snap.gpu(i)) for i in chosen)
+            chosen = ok[:want] if spec.auto is not None else units
+            keys = tuple(u.key for u in chosen)
             got = [k for k in keys if claims.claim(k)]
             if len(got) < len(keys):  # another kernel was quicker: give back what we took, wait on
                 claims.release(got)
                 return None, line
             state["keys"] = keys
-            return VisibleSpec(indices=chosen), line
+            if isinstance(chosen[0].ident, str):
+                return VisibleSpec(mig=(chosen[0].ident,)), line
+            return VisibleSpec(indices=tuple(sorted(u.ident for u in chosen))), line
 
         if spec.wait_s is None:
-            chosen, line = pick()
-            if chosen is None:
+            result, line = pick()
+            if result is None:
                 target, _, have = line.removeprefix("waiting for ").partition(": ")
                 raise PlanError(f"`{change.command}` needs {target}, and not enough qualify now ({have or 'no GPU'}); "
                                 "ask for fewer, lower --min-free, name GPUs, or wait with --wait 10m")
         else:
-            chosen = wait_until(pick, spec.wait_s, f"`{change.command}`", self.on_progress)
-        return replace(change, value=chosen), tuple(state.get("keys", ()))
+            result = wait_until(pick, spec.wait_s, f"`{change.command}`", self.on_progress)
+        return replace(change, value=result), tuple(state.get("keys", ()))
 
     def _wait_for_import(self) -> None:
         """Another thread is running `import tensorflow`: the module is half made, so wait for it
@@ -398,6 +400,26 @@ class Controller:
             if not given.allows(index):
                 raise PlanError(f"`{change.command}` refused: {given.refusal(f'GPU {index}')}")
 
+    def _resolve_mig(self, change: Change, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
+                     given: Given) -> VisibleSpec:
+        """A MIG UUID or unique prefix -> the MIG device's full UUID, checked against NVML and the given set."""
+        asked = spec.mig[0]
+        if snap is None or not snap.available or snap.error is not None:
+            raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
+                            f"({_why(snap.error if snap else None)})")
+        found = snap.mig_device(asked)
+        if found is None:
+            listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
+            several = sum(isinstance(m.uuid, str) and m.uuid.lower().startswith(asked.lower())
+                          for _, m in snap.mig_devices()) > 1
+            what = "is a prefix of several MIG devices" if several else "matches no MIG device NVML lists"
+            raise PlanError(f"`{change.command}` refused: {asked} {what} (MIG devices: {printable(listed)}); give "
+                            "more of its UUID, as `%tfgpu devices` shows it")
+        parent, mig = found
+        if not given.allows_mig(mig.uuid, parent.index):
+            raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
+        return VisibleSpec(mig=(mig.uuid,))
+
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:
         if snap is None or not snap.available or snap.error is not None:
@@ -430,6 +452,8 @@ class Controller:
         given = given or Given()
         if spec.every:
             visible = given.raw if given.restricted else None  # every GPU this kernel was given: the value it got
+        elif spec.mig:
+            visible = spec.mig[0]
         else:
             visible = self.assignment.value_for(given, spec.indices, (), snap)
         return {"CUDA_VISIBLE_DEVICES": visible, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -549,17 +573,50 @@ class Controller:
         return rows
 
 
-def _waiting_line(want: int, floor: int | None, spec: VisibleSpec, rows, taken) -> str:
+@dataclass(frozen=True)
+class _Unit:
+    """A device `visible` can choose: a whole GPU (ident: its index) or a MIG device (ident: its UUID)."""
+
+    ident: int | str
+    label: str  # "GPU 2", "MIG 3g.20gb on GPU 0"
+    free: int | None
+    key: str  # its claim's key: the UUID
+    order: tuple[int, int]
+
+
+def _candidates(snap: nvml_module.NvmlSnapshot, given: Given, indices: tuple[int, ...], mig: bool) -> list[_Unit]:
+    """The devices to choose among: the named GPUs, or every GPU this kernel was given, MIG devices instead of
+    a parent in MIG mode (only when ``mig``: a choice of one device)."""
+    if indices:
+        return [_Unit(i, f"GPU {i}", _free(snap.gpu(i)), gpu_key(snap.gpu(i)) if snap.gpu(i) else f"gpu-{i}", (i, -1))
+                for i in indices]
+    units = []
+    for gpu in snap.gpus:
+        if gpu.mig_mode is True:
+            usable = [m for m in gpu.mig_devices if isinstance(m.uuid, str) and given.allows_mig(m.uuid, gpu.index)]
+            units += [_Unit(m.uuid, f"MIG {m.profile} on GPU {gpu.index}", _free(m), m.uuid, (gpu.index, m.index))
+                      for m in usable if mig]
+        elif given.allows(gpu.index):
+            units.append(_Unit(gpu.index, f"GPU {gpu.index}", _free(gpu), gpu_key(gpu), (gpu.index, -1)))
+    return units
+
+
+def _free(device) -> int | None:
+    free = getattr(device, "memory_free_mib", None)
+    return free if isinstance(free, int) else None
+
+
+def _waiting_line(want: int, floor: int | None, spec: VisibleSpec, units: list[_Unit], taken) -> str:
     """"waiting for a GPU with 20GiB free: GPU 2 has 0.5 GiB, GPU 3 has 4.1 GiB (claimed by kernel 4f2c...)"."""
     if spec.auto is None:
         target = f"GPU{'s' if want > 1 else ''} {','.join(map(str, spec.indices))} to have {format_mib(floor)} free"
     else:
         target = f"{'a GPU' if want == 1 else f'{want} GPUs'}" + (f" with {format_mib(floor)} free" if floor else "")
     parts = []
-    for gpu, free in rows:
-        has = "free memory unknown" if free is None else f"has {free / 1024:.1f} GiB free"
-        claim = f" ({taken[gpu.index].describe()})" if gpu.index in taken else ""
-        parts.append(f"GPU {gpu.index} {has}{claim}")
+    for unit in units:
+        has = "free memory unknown" if unit.free is None else f"has {unit.free / 1024:.1f} GiB free"
+        claim = f" ({taken[unit.key].describe()})" if unit.key in taken else ""
+        parts.append(f"{unit.label} {has}{claim}")
     return f"waiting for {target}: " + (", ".join(parts) or "no GPU")
 
 
@@ -625,6 +682,26 @@ class Rehearsal(Controller):
     def __init__(self, environ, nvml_snapshot: nvml_module.NvmlSnapshot, assignment: Assignment | None = None):
         super().__init__(environ=dict(environ), nvml_snapshot=lambda: nvml_snapshot,
                          prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False, assignment=assignment)
+
+    def _resolve_mig(self, change: Change, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
+                     given: Given) -> VisibleSpec:
+        """A MIG UUID or unique prefix -> the MIG device's full UUID, checked against NVML and the given set."""
+        asked = spec.mig[0]
+        if snap is None or not snap.available or snap.error is not None:
+            raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
+                            f"({_why(snap.error if snap else None)})")
+        found = snap.mig_device(asked)
+        if found is None:
+            listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
+            several = sum(isinstance(m.uuid, str) and m.uuid.lower().startswith(asked.lower())
+                          for _, m in snap.mig_devices()) > 1
+            what = "is a prefix of several MIG devices" if several else "matches no MIG device NVML lists"
+            raise PlanError(f"`{change.command}` refused: {asked} {what} (MIG devices: {printable(listed)}); give "
+                            "more of its UUID, as `%tfgpu devices` shows it")
+        parent, mig = found
+        if not given.allows_mig(mig.uuid, parent.index):
+            raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
+        return VisibleSpec(mig=(mig.uuid,))
 
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:

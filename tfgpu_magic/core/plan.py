@@ -17,7 +17,10 @@ ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
 
 SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%"
 ABSOLUTE_SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB or 2GiB"
-VISIBLE_FORMS = "0, 1,3, all, none, auto or auto:N"
+VISIBLE_FORMS = "0, 1,3, all, none, auto, auto:N or a MIG device (MIG-5e8b...)"
+# NVIDIA's MIG user guide (CUDA 11 and 12): a CUDA process enumerates one MIG device, whatever number it is given.
+MIG_ONE = ("a CUDA process uses one MIG device (NVIDIA's MIG user guide, for CUDA 11 and 12: it enumerates only "
+           "the first), so give one MIG device alone, or whole GPUs")
 
 # Bounds that keep every number a plain int that TensorFlow, CUDA and the exported code can hold. No GPU
 # comes near 16 TiB.
@@ -106,6 +109,7 @@ class VisibleSpec:
     indices: tuple[int, ...] = ()
     every: bool = False
     auto: int | None = None
+    mig: tuple[str, ...] = ()  # one MIG device's UUID (or a unique prefix until resolved against NVML)
     min_free_mib: int | None = None  # auto: only GPUs with this much free; indices: wait until they have it
     wait_s: float | None = None  # wait this long for GPUs that qualify (core/waiting.py) instead of refusing
 
@@ -119,6 +123,8 @@ class VisibleSpec:
             return "all"
         if self.auto is not None:
             return "auto" if self.auto == 1 else f"auto:{self.auto}"
+        if self.mig:
+            return ",".join(self.mig)
         return ",".join(map(str, self.indices)) if self.indices else "none"
 
 
@@ -141,6 +147,14 @@ def parse_visible(text: str) -> VisibleSpec:
         if n is None:
             raise PlanError(f"bad GPU count in {shown(text)}: auto:N needs N of 1 or more, like auto:2")
         return VisibleSpec(auto=n)
+    if "mig-" in t:
+        entries = [e.strip() for e in (text or "").split(",")]
+        if len(entries) > 1:
+            raise PlanError(f"bad GPU list {shown(text)}: {MIG_ONE}")
+        if not re.fullmatch(r"(?i)MIG-[0-9a-f-]+|MIG-GPU-[0-9a-f-]+/\d+/\d+", entries[0]):
+            raise PlanError(f"bad MIG device {shown(text)}: expected a MIG UUID like MIG-5e8b9c1d (or a unique "
+                            "prefix), as `%tfgpu devices` lists them")
+        return VisibleSpec(mig=(entries[0],))
     parts = [whole_number(p) for p in t.split(",")]
     if not t or None in parts:
         raise PlanError(f"bad GPU list {shown(text)}: expected {VISIBLE_FORMS}")

@@ -300,6 +300,11 @@ class Adapter:
         if self.state < TFState.ENUMERATED:
             # CUDA_VISIBLE_DEVICES (set when the magic ran) decides: CUDA reads it at enumeration.
             return _Step(Status.APPLIED, "through CUDA_VISIBLE_DEVICES", by_env=True)
+        if spec.mig:
+            mig = spec.mig[0]
+            return _Step(Status.NO_DEVICE, f"TensorFlow has listed its GPUs already, and a MIG device ({mig}) is "
+                                           "chosen only through CUDA_VISIBLE_DEVICES, which CUDA reads once; restart "
+                                           f"the kernel and run `%tfgpu visible {mig}` first")
         gpus = self.physical_gpus()
         if spec.every:
             wanted = gpus

@@ -79,6 +79,12 @@ class Snapshot:
         a = self.assignment
         return not a.get("restricted") or (a.get("error") is None and index in a.get("indices", ()))
 
+    def given_mig(self, uuid, parent: int) -> bool:
+        a = self.assignment
+        if not a.get("restricted"):
+            return True
+        return a.get("error") is None and (uuid in a.get("mig", ()) or parent in a.get("indices", ()))
+
     def not_given_sentence(self) -> str | None:
         """One sentence on the GPUs NVML lists that this kernel was not given, or None."""
         a = self.assignment

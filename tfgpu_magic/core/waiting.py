@@ -186,21 +186,27 @@ def gpu_key(gpu) -> str:
     return uuid if isinstance(uuid, str) and uuid else f"gpu-{gpu.index}"
 
 
-def claims_by_index(claims: Claims, snap) -> dict[int, Claim]:
-    """GPU index -> another live process's claim on it that still counts: the claimer is not yet among the
-    GPU's NVML processes (once it is, its allocation shows in the GPU's free memory)."""
+def live_claims(claims: Claims, snap) -> dict[str, Claim]:
+    """Device key (GPU or MIG UUID) -> another live process's claim on it that still counts: the claimer is
+    not yet among the device's NVML processes (once it is, its allocation shows in the free memory)."""
     if snap is None or not snap.available:
         return {}
-    keys = {gpu_key(g): g for g in snap.gpus}
+    devices = {gpu_key(g): g for g in snap.gpus}
+    devices.update({m.uuid: m for _, m in snap.mig_devices() if isinstance(m.uuid, str)})
     out = {}
-    for key, claim in claims.others(keys).items():
+    for key, claim in claims.others(devices).items():
         if claim.pid == os.getpid():  # another controller of this same process (a test's): the same kernel
             continue
-        gpu = keys[key]
-        procs = gpu.processes if isinstance(gpu.processes, tuple) else ()
+        procs = devices[key].processes if isinstance(devices[key].processes, tuple) else ()
         if not any(p.pid == claim.pid for p in procs):
-            out[gpu.index] = claim
+            out[key] = claim
     return out
+
+
+def claims_by_index(claims: Claims, snap) -> dict[int, Claim]:
+    """Whole GPUs' live claims by physical index (live_claims)."""
+    found = live_claims(claims, snap)
+    return {g.index: found[gpu_key(g)] for g in (snap.gpus if snap is not None else ()) if gpu_key(g) in found}
 
 
 # -- the wait ------------------------------------------------------------------------------------------

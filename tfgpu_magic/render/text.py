@@ -206,6 +206,26 @@ def kernel_memory_sentences(snap: Snapshot) -> list[str]:
     return lines
 
 
+def process_items(procs) -> str | list[str]:
+    """A process column: its reason when NVML gave none, else one item a process (the column wraps between
+    processes before it wraps inside one)."""
+    if isinstance(procs, Unavailable):
+        return na(procs)  # the column says these are processes; the detail often does too
+    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+            + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
+
+
+def mig_label(snap: Snapshot, mig) -> str:
+    """"MIG 3g.20gb MIG-5e8b9c1d": the profile and the shortest unique start of its UUID (12 characters or more),
+    which `%tfgpu visible` takes."""
+    uuid = mig.uuid if isinstance(mig.uuid, str) else na(mig.uuid)
+    others = [m.uuid.lower() for _, m in snap.nvml.mig_devices() if isinstance(m.uuid, str) and m.uuid != uuid]
+    size = 12
+    while size < len(uuid) and any(o.startswith(uuid[:size].lower()) for o in others):
+        size += 1
+    return f"MIG {na(mig.profile)} {uuid[:size]}"
+
+
 def gpu_lines(snap: Snapshot) -> list[str]:
     if not snap.nvml.available:
         return fit(f"GPUs (NVML): unavailable: {na(snap.nvml.error)}")
@@ -223,15 +243,14 @@ def gpu_lines(snap: Snapshot) -> list[str]:
             rows.append((str(gpu.index), tf_name, name, f"unavailable: {na(gpu.error)}", "", ""))
             continue
         memory = memory_used_total(gpu, thousands=False)
-        procs = gpu.processes
-        if isinstance(procs, Unavailable):
-            proc_text = na(procs)  # the column says these are processes; the detail often does too
-        else:
-            # A list: the column wraps between processes before it wraps inside one.
-            proc_text = [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-                         + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
-        utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False)
-        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, utilization, proc_text))
+        proc_text = process_items(gpu.processes)
+        utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False) if gpu.mig_mode is not True else "-"
+        name = na(gpu.name) + (" (MIG mode)" if gpu.mig_mode is True else "")
+        rows.append((str(gpu.index), tf_name, name, memory, utilization, proc_text))
+        for mig in gpu.mig_devices:
+            given = snap.given_mig(mig.uuid, gpu.index)
+            rows.append((f"{gpu.index}/{mig.index}", "-" if given else "not given", mig_label(snap, mig),
+                         memory_used_total(mig, thousands=False), "-", process_items(mig.processes)))
     header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
     lines = [printable(head), *text_table(header, rows)]
     not_given = snap.not_given_sentence()

@@ -30,6 +30,7 @@ from .text import (
     memory_lines,
     memory_rows,
     memory_used_total,
+    mig_label,
     na,
     nvml_versions,
     physical_sentence,
@@ -184,19 +185,26 @@ def _gpu_rows(snap: Snapshot) -> list[tuple]:
                          Cell(Markup(f"<span style=\"color:{ALERT};font-weight:600\">unavailable:</span> "
                                      f"{esc(na(gpu.error))}"), span=4, style=_LEFT)))
             continue
-        memory = memory_used_total(gpu)
-        procs = gpu.processes
-        if isinstance(procs, Unavailable):
-            processes: str | Markup = na(procs)
-        else:
-            # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
-            processes = Markup("<br>".join(
-                "<span style='white-space:nowrap'>"
-                + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-                      + ("? MiB" if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
-        rows.append((str(gpu.index), tf_name, na(gpu.name), memory, figure(gpu.utilization_gpu_pct, "%"),
-                     figure(gpu.temperature_c, " °C"), processes))
+        mig_mode = gpu.mig_mode is True
+        utilization = "-" if mig_mode else figure(gpu.utilization_gpu_pct, "%")
+        rows.append((str(gpu.index), tf_name, na(gpu.name) + (" (MIG mode)" if mig_mode else ""),
+                     memory_used_total(gpu), utilization, figure(gpu.temperature_c, " °C"),
+                     _processes_cell(gpu.processes)))
+        for mig in gpu.mig_devices:  # each MIG device a row under its parent, named as `visible` takes it
+            given = "-" if snap.given_mig(mig.uuid, gpu.index) else "not given"
+            rows.append((f"{gpu.index}/{mig.index}", given, mig_label(snap, mig), memory_used_total(mig), "-", "-",
+                         _processes_cell(mig.processes)))
     return rows
+
+
+def _processes_cell(procs) -> str | Markup:
+    if isinstance(procs, Unavailable):
+        return na(procs)
+    # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
+    return Markup("<br>".join(
+        "<span style='white-space:nowrap'>"
+        + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
+              + ("? MiB" if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
 
 
 def _gpus(snap: Snapshot) -> str:
