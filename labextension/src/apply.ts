@@ -1,20 +1,33 @@
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
+import type { IStateDB } from '@jupyterlab/statedb';
 import type { TranslationBundle } from '@jupyterlab/translation';
+import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import type { CommandRegistry } from '@lumino/commands';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { METADATA_KEY } from './constants';
+import { CommandIDs, CONSENT_KEY, METADATA_KEY } from './constants';
 import {
   APPLY_USER_EXPRESSION,
   applyCode,
   ApplyState,
+  CellTrust,
+  ConsentBook,
+  consentEntry,
+  ConsentEntry,
+  emptyConsentBook,
+  notebookTrusted,
   parseApplyReply,
+  readConsentBook,
   readSaved,
+  recordConsent,
   SavedDocument,
   SavedRead,
   SavedSettings,
-  savedDocument
+  savedDocument,
+  settingsKey,
+  startDecision
 } from './model';
 
 /** What the applier keeps per notebook. */
@@ -29,6 +42,67 @@ interface IRecord {
   scheduled: boolean;
   /** The next start comes from our "Restart kernel and apply". */
   restartRequested: boolean;
+}
+
+/** The notebook's cells as trust sees them (model/consent.ts `notebookTrusted`). */
+export function cellTrust(panel: NotebookPanel): CellTrust[] {
+  const cells: CellTrust[] = [];
+  for (const cell of panel.model?.cells ?? []) {
+    cells.push({ type: cell.type, trusted: cell.trusted, hasCode: cell.sharedModel.getSource().trim() !== '' });
+  }
+  return cells;
+}
+
+/**
+ * The user's answers about untrusted notebooks' saved settings, kept in JupyterLab's state database (the
+ * workspace, which the server keeps: other browsers of the same workspace share it; `/lab?reset` and
+ * another workspace start from none). Read once; without a state database (or until it answers), only
+ * for this page.
+ */
+export class ConsentStore {
+  constructor(private readonly _db: IStateDB | null) {
+    this.ready = (_db ? _db.fetch(CONSENT_KEY) : Promise.resolve(undefined))
+      .then(
+        raw => {
+          this._book = readConsentBook(raw);
+        },
+        error => console.warn('tfgpu_magic: cannot read the remembered answers about saved settings', error)
+      )
+      .then(() => {
+        this._loaded = true;
+      });
+  }
+
+  /** Resolves once the stored answers are read (or could not be). */
+  readonly ready: Promise<void>;
+
+  get loaded(): boolean {
+    return this._loaded;
+  }
+
+  entry(path: string): ConsentEntry | null {
+    return consentEntry(this._book, path);
+  }
+
+  /** Remember the answer for these settings of this notebook (stored at once; an unchanged one is not). */
+  record(path: string, settings: string, agreed: boolean): void {
+    if (!this._loaded) {
+      // Recorded into the book that is being read, not over it.
+      void this.ready.then(() => this.record(path, settings, agreed));
+      return;
+    }
+    const current = this.entry(path);
+    if (current && current.settings === settings && current.agreed === agreed) {
+      return;
+    }
+    this._book = recordConsent(this._book, path, settings, agreed);
+    this._db
+      ?.save(CONSENT_KEY, this._book as unknown as ReadonlyPartialJSONObject)
+      .catch(error => console.warn('tfgpu_magic: cannot store the answer about saved settings', error));
+  }
+
+  private _book: ConsentBook = emptyConsentBook();
+  private _loaded = false;
 }
 
 /** The notebook's saved settings, read from its model (kind `none` without a model). */
@@ -51,6 +125,13 @@ export function writeSaved(panel: NotebookPanel, document: SavedDocument | null)
   }
 }
 
+export interface IStartApplierOptions {
+  /** Where the user's answers about untrusted notebooks are kept; without it, for this page only. */
+  state?: IStateDB | null;
+  /** The application's commands: JupyterLab's "Trust Notebook" counts as agreeing to the saved settings. */
+  commands?: CommandRegistry | null;
+}
+
 /**
  * Applies the saved settings of every open notebook at each start of its kernel: the first one when the
  * notebook opens, a change of kernel, a restart (ours, JupyterLab's, or the server's automatic one).
@@ -59,12 +140,21 @@ export function writeSaved(panel: NotebookPanel, document: SavedDocument | null)
  * kernel (re)starts and sends it in order once the kernel answers, so the apply runs before any cell the
  * user (or "Restart Kernel and Run All Cells") sends afterwards. A notebook without `metadata.tfgpu`, or
  * with `apply_on_start` off, is never sent anything.
+ *
+ * A notebook JupyterLab does not trust is not sent its settings until the user agrees ("Apply saved
+ * settings" in the sidebar, or JupyterLab's "Trust Notebook"); the answer is remembered per notebook path
+ * and saved settings (model/consent.ts `startDecision`). Settings the user wrote here (Check & save,
+ * Restart kernel and apply) count as agreed to.
  */
 export class StartApplier {
   constructor(
     private readonly _tracker: INotebookTracker,
-    private readonly _trans: TranslationBundle
+    private readonly _trans: TranslationBundle,
+    options: IStartApplierOptions = {}
   ) {
+    this._consent = new ConsentStore(options.state ?? null);
+    this._commands = options.commands ?? null;
+    this._commands?.commandExecuted.connect(this._onCommand, this);
     _tracker.forEach(panel => this._watch(panel));
     _tracker.widgetAdded.connect((_, panel) => this._watch(panel), this);
   }
@@ -101,6 +191,7 @@ export class StartApplier {
       this._changed.emit(panel);
       return true;
     }
+    this.agree(panel, savedDocument(settings, true));
     record.restartRequested = true;
     // The SessionContext's restart (not its dialog: ours asked already) keeps JupyterLab's own view of the
     // kernel right; the 'restarting' status it emits schedules the apply (see _onStatusChanged).
@@ -108,8 +199,60 @@ export class StartApplier {
     return true;
   }
 
+  /**
+   * The user's "Apply saved settings": remember that they agree to this notebook's saved settings, and send
+   * them to the running kernel the way a start does. A kernel that has run cells already answers that they
+   * apply at its next start.
+   */
+  applyWithConsent(panel: NotebookPanel): void {
+    const record = this._records.get(panel);
+    if (!record) {
+      return;
+    }
+    const before = record.state;
+    this._send(panel, record, true);
+    if (record.state === before) {
+      this._changed.emit(panel); // nothing sent (no kernel now): the question stays, its button usable again
+    }
+  }
+
+  /** The user wrote these settings here (Check & save, Restart kernel and apply): they need no question. */
+  agree(panel: NotebookPanel, document: SavedDocument): void {
+    this._consent.record(panel.context.path, settingsKey(document), true);
+  }
+
   dispose(): void {
+    this._commands?.commandExecuted.disconnect(this._onCommand, this);
     Signal.clearData(this);
+  }
+
+  /**
+   * JupyterLab's "Trust Notebook" ran: once it trusted the notebook (and saved it), the user has agreed to
+   * its saved settings too. They apply at its next kernel start; "Apply saved settings" still applies them now.
+   */
+  private _onCommand(_: CommandRegistry, args: CommandRegistry.ICommandExecutedArgs): void {
+    if (args.id !== CommandIDs.trustNotebook) {
+      return;
+    }
+    const panel = this._tracker.currentWidget; // the notebook the command acts on, unless told another
+    void Promise.resolve(args.result)
+      .then((result: unknown) => {
+        const trusted = (result as { trusted?: unknown } | null)?.trusted === true;
+        const record = panel ? this._records.get(panel) : undefined;
+        // The command trusts every cell of the notebook it acted on: a notebook not all trusted was another one.
+        if (!panel || !record || !trusted || !panel.model || ![...panel.model.cells].every(cell => cell.trusted)) {
+          return;
+        }
+        const saved = savedOf(panel, this._trans);
+        if (saved.kind !== 'ok') {
+          return;
+        }
+        this.agree(panel, saved.saved);
+        if (record.state?.kind === 'consent') {
+          this._setState(panel, record, { ...record.state, trustedNow: true });
+        }
+      })
+      .catch(() => undefined); // the command failed or was cancelled: nothing was trusted
   }
 
   private _watch(panel: NotebookPanel): void {
@@ -181,7 +324,8 @@ export class StartApplier {
     });
   }
 
-  private _send(panel: NotebookPanel, record: IRecord): void {
+  /** Send the saved settings to the kernel: at a start (`consented` false), or for "Apply saved settings". */
+  private _send(panel: NotebookPanel, record: IRecord, consented = false): void {
     if (panel.isDisposed || !this._records.has(panel)) {
       return;
     }
@@ -196,7 +340,8 @@ export class StartApplier {
     const afterRestart = record.restartRequested;
     record.restartRequested = false;
     const saved = savedOf(panel, this._trans);
-    if (saved.kind === 'none' || (saved.kind === 'ok' && !saved.saved.apply_on_start)) {
+    // The user's button applies what is saved even with apply_on_start turned off since the question.
+    if (saved.kind === 'none' || (saved.kind === 'ok' && !saved.saved.apply_on_start && !consented)) {
       // Never anything sent for such a notebook; an old state no longer says anything true.
       this._setState(panel, record, null);
       return;
@@ -205,6 +350,24 @@ export class StartApplier {
       // apply_on_start cannot be read from a document we do not understand: say so, send nothing.
       this._setState(panel, record, { kind: 'skipped', message: saved.message });
       return;
+    }
+    const path = panel.context.path;
+    const key = settingsKey(saved.saved);
+    if (consented) {
+      this._consent.record(path, key, true);
+    } else {
+      if (!this._consent.loaded) {
+        // Only right after the page loads, before the workspace's state is read: decide once it is.
+        record.restartRequested = afterRestart;
+        void this._consent.ready.then(() => this._schedule(panel));
+        return;
+      }
+      const trusted = notebookTrusted(cellTrust(panel));
+      if (startDecision(trusted, this._consent.entry(path), key) === 'ask') {
+        this._consent.record(path, key, false);
+        this._setState(panel, record, { kind: 'consent', settings: saved.saved.settings, trustedNow: false });
+        return;
+      }
     }
     let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
     try {
@@ -229,7 +392,7 @@ export class StartApplier {
     record.kernel = kernel;
     const kernelName = panel.sessionContext.kernelDisplayName;
     const settings = saved.saved.settings;
-    this._setState(panel, record, { kind: 'applying', afterRestart, settings });
+    this._setState(panel, record, { kind: 'applying', afterRestart, settings, consented });
     future.done
       .then(
         reply => parseApplyReply(reply?.content, this._trans),
@@ -240,7 +403,7 @@ export class StartApplier {
           return; // a newer start's apply speaks for this notebook now
         }
         record.future = null;
-        this._setState(panel, record, { kind: 'done', reply, afterRestart, kernelName, settings });
+        this._setState(panel, record, { kind: 'done', reply, afterRestart, kernelName, settings, consented });
       })
       .catch(error => console.error('tfgpu_magic: reading the apply reply failed', error));
   }
@@ -257,4 +420,6 @@ export class StartApplier {
 
   private _records = new Map<NotebookPanel, IRecord>();
   private _changed = new Signal<this, NotebookPanel>(this);
+  private _consent: ConsentStore;
+  private _commands: CommandRegistry | null;
 }

@@ -2,6 +2,7 @@ import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyte
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { savedOf, StartApplier } from './apply';
@@ -13,25 +14,26 @@ import { GpuSidebar } from './widget';
 
 /**
  * The GPUs sidebar. It needs only the application: the notebook tracker, the settings, the translator, the
- * layout restorer and the command palette are used where the host has them, so the same plugin loads in
- * JupyterLab and in Notebook 7.
+ * layout restorer, the command palette and the state database (the answers about untrusted notebooks'
+ * saved settings) are used where the host has them, so the same plugin loads in JupyterLab and in Notebook 7.
  */
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "A sidebar with the server's GPUs, the notebooks using them, and the front notebook's TensorFlow setup.",
   autoStart: true,
-  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette],
+  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStateDB],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker | null,
     settingRegistry: ISettingRegistry | null,
     translator: ITranslator | null,
     restorer: ILayoutRestorer | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    state: IStateDB | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
-    const applier = tracker ? new StartApplier(tracker, trans) : null;
+    const applier = tracker ? new StartApplier(tracker, trans, { state, commands: app.commands }) : null;
     const sidebar = new GpuSidebar({
       trans,
       tracker,

@@ -11,6 +11,7 @@ import { LinkClosedError, NotebookLink } from './comm';
 import { METADATA_KEY } from './constants';
 import {
   applyStatusView,
+  consentView,
   editorText,
   firstCellSource,
   hasSettings,
@@ -214,7 +215,12 @@ export class SavedSection {
     const state = panel && this._applier ? this._applier.state(panel) : null;
     const status = applyStatusView(state, trans);
     const statusNodes: HTMLElement[] = [];
-    if (status) {
+    if (state?.kind === 'consent') {
+      // Settings removed since the question leave nothing to agree to.
+      if (panel && saved.kind === 'ok' && hasSettings(saved.saved.settings)) {
+        statusNodes.push(this._consentBox(panel, saved.saved.settings, state.trustedNow));
+      }
+    } else if (status) {
       const node = line(status.text, status.level, 'tfgpu-apply-status');
       node.setAttribute('role', 'status');
       statusNodes.push(node);
@@ -285,6 +291,27 @@ export class SavedSection {
     for (const input of this._inputs.values()) {
       input.disabled = !panel || busy;
     }
+  }
+
+  /**
+   * An untrusted notebook's settings, waiting for the user: what was not applied (the settings saved now:
+   * the button applies those), the button, and what the button does.
+   */
+  private _consentBox(panel: NotebookPanel, settings: SavedSettings, trustedNow: boolean): HTMLElement {
+    const trans = this._trans;
+    const view = consentView(settings, trustedNow, trans);
+    const box = el('div', 'tfgpu-consent');
+    box.setAttribute('role', 'status');
+    box.appendChild(line(view.text, 'info', 'tfgpu-apply-status tfgpu-consent-text'));
+    const apply = button(view.button, 'jp-mod-accept tfgpu-consent-apply', view.title);
+    apply.disabled = !this._applier;
+    apply.addEventListener('click', () => {
+      apply.disabled = true; // one apply per click; the state that follows re-renders the section
+      this._applier?.applyWithConsent(panel);
+    });
+    box.appendChild(apply);
+    box.appendChild(line(view.note, 'muted', 'tfgpu-note tfgpu-consent-note'));
+    return box;
   }
 
   private _fieldError(name: string, message: string): void {
@@ -371,7 +398,9 @@ export class SavedSection {
       }
       const current = this._saved();
       const applyOnStart = current.kind === 'ok' && hasSettings(current.saved.settings) ? current.saved.apply_on_start : true;
-      writeSaved(panel, savedDocument(settings, applyOnStart));
+      const document = savedDocument(settings, applyOnStart);
+      writeSaved(panel, document);
+      this._applier?.agree(panel, document); // the user's own settings: no question at the next start
       this._dirty = false;
       this._fill();
       this._message(

@@ -218,13 +218,15 @@ def open_new_notebook(page, timeout: float = 60_000) -> None:
 PYTHON3 = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
-def write_notebook(path: Path, *, metadata: dict | None = None, kernelspec: dict | None = None) -> Path:
-    """A notebook with one empty code cell and a kernelspec, as a saved notebook has: opening it starts its
-    kernel without asking which. ``metadata`` is added to the notebook's metadata."""
+def write_notebook(path: Path, *, metadata: dict | None = None, kernelspec: dict | None = None,
+                   source: str = "") -> Path:
+    """A notebook with one code cell (empty, or ``source``) and a kernelspec, as a saved notebook has: opening it
+    starts its kernel without asking which. ``metadata`` is added to the notebook's metadata. Not signed: JupyterLab
+    does not trust it (see ``sign_notebook``)."""
     import nbformat
 
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": kernelspec or PYTHON3, **(metadata or {})})
-    nb.cells = [nbformat.v4.new_code_cell("")]
+    nb.cells = [nbformat.v4.new_code_cell(source)]
     nbformat.write(nb, path)
     return path
 
@@ -335,6 +337,88 @@ def set_theme(page, name: str) -> None:
     expect(page.locator("body")).to_have_attribute("data-jp-theme-name", name, timeout=30_000)
     # JupyterLab covers the page with its splash while the theme loads: a screenshot must wait for it to go.
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)
+
+
+# -- a notebook's kernel seen from outside, and code shipped beside a notebook: tests/browser/test_browser_trust.py ---
+SHADOW_CODE = "open({marker!r}, 'a').write(__name__ + '\\n')\n"
+
+
+def plant_shadow(folder: Path) -> Path:
+    """A ``tfgpu_magic/`` package in ``folder`` (beside a notebook: its kernel's working directory, first on its
+    sys.path) whose every module, imported, appends its name to a marker file; returns the marker's path, which
+    must never exist. Its ``apply`` answers as the real one does, so a test that imports it fails on the marker."""
+    marker = folder / "SHADOW-RAN"
+    for module in ("__init__.py", "ipython/__init__.py", "ipython/apply.py"):
+        path = folder / "tfgpu_magic" / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(SHADOW_CODE.format(marker=str(marker)) + (
+            "def apply_json(text):\n    return {}\n"
+            "def last_result():\n    return {'ok': True, 'message': None, 'outcomes': [], 'placement': None}\n"
+            if module.endswith("apply.py") else ""))
+    return marker
+
+
+def _notary(lab: Lab):
+    from nbformat.sign import NotebookNotary
+
+    return NotebookNotary(data_dir=str(lab.tmp / "data"))  # the server's JUPYTER_DATA_DIR: its notary database
+
+
+def sign_notebook(lab: Lab, path: Path) -> Path:
+    """Sign the notebook at ``path`` as `jupyter trust` does, in ``lab``'s notary database: JupyterLab then trusts
+    its code cells, as it does a notebook the user saved there. The sidebar applies a notebook's saved settings
+    without asking only where one of them has code (``write_notebook(..., source=...)``)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    _notary(lab).sign(nb)
+    return path
+
+
+def notebook_signed(lab: Lab, path: Path) -> bool:
+    """Whether ``lab``'s notary database has the notebook at ``path``, as it is on disk, signed."""
+    import nbformat
+
+    return _notary(lab).check_signature(nbformat.read(path, as_version=4))
+
+
+def kernel_id(lab: Lab, path: str) -> str:
+    """The id of the kernel of the notebook at ``path`` (relative to the server's root)."""
+    sessions = [s for s in lab.api("GET", "/api/sessions") if s["path"] == path]
+    assert sessions, f"no session for {path}: {lab.api('GET', '/api/sessions')}"
+    return sessions[0]["kernel"]["id"]
+
+
+def kernel_expression(lab: Lab, path: str, expression: str, timeout: float = 60) -> str:
+    """Evaluate ``expression`` in the kernel of the notebook at ``path`` through a second client, silently: no
+    execution count, no history, nothing the notebook shows, so the kernel is left as a user's first cell finds
+    it. Returns the value's text/plain."""
+    from jupyter_client import BlockingKernelClient
+
+    client = BlockingKernelClient(connection_file=str(lab.tmp / "runtime" / f"kernel-{kernel_id(lab, path)}.json"))
+    client.load_connection_file()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=timeout)
+        msg_id = client.execute("", silent=True, store_history=False, user_expressions={"value": expression})
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = client.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        value = reply["content"]["user_expressions"]["value"]
+        assert value["status"] == "ok", value
+        return value["data"]["text/plain"]
+    finally:
+        client.stop_channels()
+
+
+def shut_down_kernel(lab: Lab, path: str) -> None:
+    """Shut down the session of the notebook at ``path`` (as the Running panel does): its next opening starts a
+    new kernel."""
+    sessions = [s for s in lab.api("GET", "/api/sessions") if s["path"] == path]
+    for session in sessions:
+        lab.api("DELETE", f"/api/sessions/{session['id']}")
 
 
 # -- the live panel (%tfgpu panel): tests/browser/test_browser_panel.py and benchmarks/screenshot_panel.py -------

@@ -162,9 +162,20 @@ class Controller:
         if change.setting == "cpumem":
             # Read when the runtime starts: after that, the variable would only mislead.
             env = {CPU_FIGURES_VAR: "true" if value else None} if state < TFState.INITIALIZED else {}
+        if state is TFState.NOT_INSTALLED and change.setting == "visible":
+            # A PyTorch, JAX or CuPy kernel: the variable is the whole setting, read when CUDA first starts here.
+            self._commit(new_plan, env)
+            value_text = env.get("CUDA_VISIBLE_DEVICES")
+            outcome = Outcome("visible", Status.APPLIED, _joined(
+                f"CUDA_VISIBLE_DEVICES={value_text if value_text is not None else '(unset: all)'}; read when a "
+                "framework (PyTorch, JAX, CuPy) first starts CUDA in this kernel", note))
+            self.outcomes["visible"] = outcome
+            return outcome
         if state < TFState.IMPORTED:
             self._commit(new_plan, env)
-            outcome = Outcome(change.setting, Status.PENDING, _joined("applied when TensorFlow is imported", note))
+            waits = "applied when TensorFlow is imported" + (
+                " (it is not installed)" if state is TFState.NOT_INSTALLED else "")
+            outcome = Outcome(change.setting, Status.PENDING, _joined(waits, note))
             self.outcomes[change.setting] = outcome
             return outcome
         if change.setting == "visible" and env and state >= TFState.ENUMERATED:

@@ -21,7 +21,8 @@ from .version import SNAPSHOT_SCHEMA, __version__
 from .waiting import claims_by_index, gpu_key
 
 STATE_NOTES = {
-    TFState.NOT_INSTALLED: "TensorFlow is not installed: pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
+    TFState.NOT_INSTALLED: "GPUs, their processes and `visible` work without it; for the TensorFlow settings, "
+                           "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
     TFState.NOT_IMPORTED: "not imported yet: settings wait and take effect at `import tensorflow`",
     TFState.IMPORTING: "being imported (in another thread): settings asked now wait until the import has finished",
     TFState.IMPORTED: "imported, runtime not started: every setting can still change",
@@ -172,7 +173,8 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
             phys.append(Device(device.name.replace("/physical_device:", ""), device.device_type, "physical", index))
         physical = tuple(phys)
     state = probe().state  # listing devices above may have moved it to "enumerated"
-    names = tf_names(order, visible_physical)
+    # Without TensorFlow there is no GPU:N to name (a PyTorch or JAX kernel numbers devices its own way).
+    names = tf_names(order, visible_physical) if state is not TFState.NOT_INSTALLED else {}
     if tf is not None and state >= TFState.INITIALIZED:
         logical = tuple(Device(d.name.replace("/device:", "").replace("/job:localhost/replica:0/task:0", ""),
                                d.device_type, "logical") for d in tf.config.list_logical_devices())

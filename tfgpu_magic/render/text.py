@@ -181,6 +181,8 @@ def logical_sentence(snap: Snapshot) -> str | None:
 
 
 def device_sentences(snap: Snapshot) -> list[str]:
+    if snap.tf_state is TFState.NOT_INSTALLED:
+        return []  # the TensorFlow line says it once
     return [line for line in (physical_sentence(snap), logical_sentence(snap)) if line]
 
 
@@ -200,7 +202,8 @@ def kernel_memory_sentences(snap: Snapshot) -> list[str]:
     lines = []
     for own in snap.kernel_gpu_memory:
         where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
-        lines.append(f"This kernel: {where} ({own['tf_name'] or 'not used by TensorFlow'}) "
+        named = "" if snap.tf_state is TFState.NOT_INSTALLED else f" ({own['tf_name'] or 'not used by TensorFlow'})"
+        lines.append(f"This kernel: {where}{named} "
                      f"{figure(own['used_mib'], ' MiB', thousands=False)}, from {own['source'].replace('_', ' ')}"
                      + (f" ({own['note']})" if own.get("note") else ""))
     return lines
@@ -265,6 +268,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
 
 
 def memory_lines(snap: Snapshot) -> list[str]:
+    if snap.tf_state is TFState.NOT_INSTALLED:
+        return ["TensorFlow memory: none (TensorFlow is not installed)"]
     if snap.memory is None:
         return ["TensorFlow memory: nothing allocated yet (the runtime has not started)"]
     return ["TensorFlow allocator memory (MiB):",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.nvml import Unavailable
+from ..core.runtime import TFState
 from .text import (
     device_sentences,
     figure,
@@ -245,8 +246,8 @@ def _placement(snap: Snapshot) -> str:
 def status_html(snap: Snapshot) -> str:
     """``%tfgpu status``: TensorFlow's state, the settings, the devices, the GPUs, notes, placement capture."""
     devices = "".join(paragraph(sentence(line)) for line in device_sentences(snap))
-    return box("status", _tf_head(snap), _settings(snap), title("Devices"), devices, _gpus(snap), *_notes(snap),
-               _placement(snap))
+    return box("status", _tf_head(snap), _settings(snap), title("Devices") + devices if devices else "", _gpus(snap),
+               *_notes(snap), _placement(snap))
 
 
 def devices_html(snap: Snapshot) -> str:
@@ -256,6 +257,8 @@ def devices_html(snap: Snapshot) -> str:
         for device in devices or ():
             physical = _physical_index(snap, device)
             rows.append((device.name, device.device_type, kind, "" if physical is None else str(physical)))
+    if snap.tf_state is TFState.NOT_INSTALLED:  # the head says it once; there are no TensorFlow devices
+        return box("devices", _tf_head(snap), _gpus(snap), *_notes(snap))
     parts = [_tf_head(snap), title("TensorFlow devices")]
     if rows:
         parts.append(table_html(("TensorFlow name", "type", "kind", "nvidia-smi GPU"), rows))

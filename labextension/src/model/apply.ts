@@ -5,6 +5,7 @@
  */
 
 import { PY_APPLY_USER_EXPRESSION, pyApplyCall } from '../constants.js';
+import { consentView } from './consent.js';
 import { plainTrans, Trans } from './format.js';
 import { Level, Sections, statusWords, text } from './notebook.js';
 import { checkSettings, isPlainObject, SavedDocument, SavedSettings, SETTING_NAMES, shortJSON } from './saved.js';
@@ -122,19 +123,31 @@ export function parseApplyReply(content: unknown, trans: Trans = plainTrans): Ap
  * Where the saved settings of one notebook stand, as the sidebar shows it:
  * - `applying`: sent at kernel start, no answer yet;
  * - `done`: the kernel answered (`afterRestart`: the start was our "Restart kernel and apply");
- * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why).
+ * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why);
+ * - `consent`: the notebook is not trusted, so nothing was sent at this start: the settings wait for the
+ *   user's "Apply saved settings" (`trustedNow`: the user has trusted the notebook since).
+ * `consented`: sent by the user's "Apply saved settings", not by a kernel start.
  */
 export type ApplyState =
-  | { kind: 'applying'; afterRestart: boolean; settings?: SavedSettings }
-  | { kind: 'done'; reply: ApplyReply; afterRestart: boolean; kernelName: string; settings?: SavedSettings }
-  | { kind: 'skipped'; message: string };
+  | { kind: 'applying'; afterRestart: boolean; settings?: SavedSettings; consented?: boolean }
+  | {
+      kind: 'done';
+      reply: ApplyReply;
+      afterRestart: boolean;
+      kernelName: string;
+      settings?: SavedSettings;
+      consented?: boolean;
+    }
+  | { kind: 'skipped'; message: string }
+  | { kind: 'consent'; settings: SavedSettings; trustedNow: boolean };
 
 /**
  * Whether the notebook's saved settings differ from those its kernel was given at its start (they were
  * edited since): the sidebar then says they apply at the next start.
  */
 export function savedChangedSince(state: ApplyState | null, saved: SavedSettings | null): boolean {
-  if (!state || state.kind === 'skipped' || !state.settings) {
+  // Settings waiting for consent were not given to the kernel: its button applies the current ones.
+  if (!state || state.kind === 'skipped' || state.kind === 'consent' || !state.settings) {
     return false;
   }
   const order = (settings: SavedSettings | null) => JSON.stringify(SETTING_NAMES.map(name => settings?.[name] ?? null));
@@ -170,6 +183,10 @@ export function applyStatusView(
   if (state.kind === 'skipped') {
     return { text: trans.__('Saved settings not applied at kernel start: %1', state.message), level: 'error', retry: false };
   }
+  if (state.kind === 'consent') {
+    // Neutral, not an error: nothing went wrong, the notebook waits for the user (saved.ts adds the button).
+    return { text: consentView(state.settings, state.trustedNow, trans).text, level: 'info', retry: false };
+  }
   if (state.kind === 'applying') {
     return {
       text: state.afterRestart
@@ -180,25 +197,32 @@ export function applyStatusView(
     };
   }
   const reply = state.reply;
+  const consented = state.consented === true;
   switch (reply.kind) {
     case 'result': {
       if (!reply.ok) {
         const why = reply.message ?? trans.__('no reason given');
         if (reply.outcomes.length > 0) {
           // After `import tensorflow` what it took stays: say it, beside what was refused.
+          const took = outcomesText(reply.outcomes, null, trans);
+          const rest = reply.notApplied.join(', ') || trans.__('the rest');
           return {
-            text: trans.__(
-              'Saved settings partly applied at kernel start: %1 took effect; not applied: %2, because %3',
-              outcomesText(reply.outcomes, null, trans),
-              reply.notApplied.join(', ') || trans.__('the rest'),
-              why
-            ),
+            text: consented
+              ? trans.__('Saved settings partly applied: %1 took effect; not applied: %2, because %3', took, rest, why)
+              : trans.__(
+                  'Saved settings partly applied at kernel start: %1 took effect; not applied: %2, because %3',
+                  took,
+                  rest,
+                  why
+                ),
             level: 'error',
             retry: false
           };
         }
         return {
-          text: trans.__('Saved settings refused at kernel start, none applied: %1', why),
+          text: consented
+            ? trans.__('Saved settings not applied: %1', why)
+            : trans.__('Saved settings refused at kernel start, none applied: %1', why),
           level: 'error',
           retry: false
         };
@@ -207,7 +231,9 @@ export function applyStatusView(
       return {
         text: state.afterRestart
           ? trans.__('Kernel restarted; saved settings applied: %1', what)
-          : trans.__('Applied at kernel start: %1', what),
+          : consented
+            ? trans.__('Saved settings applied: %1', what)
+            : trans.__('Applied at kernel start: %1', what),
         level: 'ok',
         retry: false
       };

@@ -11,6 +11,7 @@
  * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows;
  * - notebook.ts: the kernel comm ("This notebook");
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
+ * - consent.ts: whether they apply without asking (notebook trust, the user's remembered answers);
  * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages.
  */
 
@@ -18,4 +19,5 @@ export * from './format.js';
 export * from './gpus.js';
 export * from './notebook.js';
 export * from './saved.js';
+export * from './consent.js';
 export * from './apply.js';
