@@ -25,6 +25,7 @@ from labsession import (
     require_browser,
     run_cell,
     set_theme,
+    sign_notebook,
     write_notebook,
 )
 
@@ -41,14 +42,19 @@ def saved(settings: dict) -> dict:
     return {"tfgpu": {"version": 1, "apply_on_start": True, "settings": settings}}
 
 
+def write_saved(lab, name: str, settings: dict, **kwargs) -> None:
+    """A notebook the user saved here with these settings: signed (trusted), so they apply without asking."""
+    sign_notebook(lab, write_notebook(lab.root / name, metadata=saved(settings), source="print('hello')", **kwargs))
+
+
 @pytest.fixture(scope="module")
 def lab():
     require_browser()
     with Lab() as lab:
         write_notebook(lab.root / "refused.ipynb")
-        write_notebook(lab.root / "saved.ipynb", metadata=saved({"cpus": "2", "placement": "on"}))
+        write_saved(lab, "saved.ipynb", {"cpus": "2", "placement": "on"})
         write_notebook(lab.root / "plain.ipynb")
-        write_notebook(lab.root / "bad.ipynb", metadata=saved({"cpus": "3", "limit": "2XB"}))
+        write_saved(lab, "bad.ipynb", {"cpus": "3", "limit": "2XB"})
         # A kernel whose apply takes seconds (the real one takes milliseconds), to interrupt it while it runs.
         slow = lab.tmp / "data" / "kernels" / "slowapply"
         slow.mkdir(parents=True)
@@ -57,7 +63,7 @@ def lab():
                      "s.apply_json = lambda *a, **k: (time.sleep(6), apply(*a, **k))[1]; "
                      "from ipykernel import kernelapp; kernelapp.launch_new_instance()", "-f", "{connection_file}"],
             "display_name": SLOW["display_name"], "language": "python"}))
-        write_notebook(lab.root / "slow.ipynb", kernelspec=SLOW, metadata=saved({"cpus": "2"}))
+        write_saved(lab, "slow.ipynb", {"cpus": "2"}, kernelspec=SLOW)
         # A kernel whose Python cannot import tfgpu_magic, as in an environment where it is not installed.
         spec = lab.tmp / "data" / "kernels" / "noext"
         spec.mkdir(parents=True)
@@ -184,7 +190,7 @@ def test_a_bad_saved_value_applies_nothing_and_says_why(page):
 def test_a_kernel_without_the_package_is_told_how_to_install_it(page, lab):
     from playwright.sync_api import expect
 
-    write_notebook(lab.root / "noext-saved.ipynb", kernelspec=NO_PACKAGE, metadata=saved({"cpus": "2"}))
+    write_saved(lab, "noext-saved.ipynb", {"cpus": "2"}, kernelspec=NO_PACKAGE)
     open_notebook(page, "noext-saved.ipynb")
     sidebar(page)
     status = apply_status(page)
