@@ -694,26 +694,6 @@ class Rehearsal(Controller):
         super().__init__(environ=dict(environ), nvml_snapshot=lambda: nvml_snapshot,
                          prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False, assignment=assignment)
 
-    def _resolve_mig(self, change: Change, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
-                     given: Given) -> VisibleSpec:
-        """A MIG UUID or unique prefix -> the MIG device's full UUID, checked against NVML and the given set."""
-        asked = spec.mig[0]
-        if snap is None or not snap.available or snap.error is not None:
-            raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
-                            f"({_why(snap.error if snap else None)})")
-        found = snap.mig_device(asked)
-        if found is None:
-            listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
-            several = sum(isinstance(m.uuid, str) and m.uuid.lower().startswith(asked.lower())
-                          for _, m in snap.mig_devices()) > 1
-            what = "is a prefix of several MIG devices" if several else "matches no MIG device NVML lists"
-            raise PlanError(f"`{change.command}` refused: {asked} {what} (MIG devices: {printable(listed)}); give "
-                            "more of its UUID, as `%tfgpu devices` shows it")
-        parent, mig = found
-        if not given.allows_mig(mig.uuid, parent.index):
-            raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
-        return VisibleSpec(mig=(mig.uuid,))
-
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:
         if snap is None or not snap.available or snap.error is not None or (given and given.error):

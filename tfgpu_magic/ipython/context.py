@@ -79,7 +79,7 @@ class _ProgressLine:
         if self._handle is None:
             self._handle = display(line, display_id=True)
             self._printed = time.monotonic()
-        elif self._handle is not None and _in_kernel():
+        elif _in_kernel():
             self._handle.update(line)
         elif time.monotonic() - self._printed >= 10:
             display(line)
