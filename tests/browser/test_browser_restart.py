@@ -16,8 +16,10 @@ import pytest
 from labsession import (
     CELL,
     NOTEBOOK,
+    SIDEBAR,
     Lab,
     add_cell_below,
+    apply_status,
     cell_output,
     close_notebook,
     keep_screenshot,
@@ -25,14 +27,13 @@ from labsession import (
     require_browser,
     run_cell,
     set_theme,
+    sidebar,
     sign_notebook,
     write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
 
-SIDEBAR = "#tfgpu-sidebar"
-SIDEBAR_TAB = '.jp-SideBar [data-id="tfgpu-sidebar"]'
 COUNT_CPUS = "import tensorflow as tf\nprint('logical CPUs:', len(tf.config.list_logical_devices('CPU')))"
 NO_PACKAGE = {"name": "noext", "display_name": "No tfgpu here", "language": "python"}
 SLOW = {"name": "slowapply", "display_name": "Slow to apply", "language": "python"}
@@ -79,20 +80,6 @@ def page(lab):
     with lab.browser_page(width=1400, height=1000) as page:
         yield page
     print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
-
-
-def sidebar(page):
-    from playwright.sync_api import expect
-
-    if not page.locator(SIDEBAR).is_visible():
-        page.locator(SIDEBAR_TAB).click()
-    bar = page.locator(SIDEBAR)
-    expect(bar).to_be_visible()
-    return bar
-
-
-def apply_status(page):
-    return page.locator(f"{SIDEBAR} .tfgpu-apply-status")
 
 
 def expect_cpus(page, index: int, count: int) -> None:

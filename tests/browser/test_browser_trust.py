@@ -20,7 +20,9 @@ import pytest
 from labsession import (
     CELL,
     NOTEBOOK,
+    SIDEBAR,
     Lab,
+    apply_status,
     cell_output,
     close_notebook,
     keep_screenshot,
@@ -32,14 +34,13 @@ from labsession import (
     run_cell,
     set_theme,
     shut_down_kernel,
+    sidebar,
     sign_notebook,
     write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
 
-SIDEBAR = "#tfgpu-sidebar"
-SIDEBAR_TAB = '.jp-SideBar [data-id="tfgpu-sidebar"]'
 COUNT_CPUS = "import tensorflow as tf\nprint('logical CPUs:', len(tf.config.list_logical_devices('CPU')))"
 # What the sidebar's apply would have left in the kernel: the package loaded (and, later, TensorFlow).
 LOADED = "sorted(m for m in __import__('sys').modules if m.split('.')[0] in ('tfgpu_magic', 'tensorflow'))"
@@ -76,20 +77,6 @@ def signed(lab: Lab, name: str) -> bool:
     return notebook_signed(lab, lab.root / name)
 
 
-def sidebar(page):
-    from playwright.sync_api import expect
-
-    if not page.locator(SIDEBAR).is_visible():
-        page.locator(SIDEBAR_TAB).click()
-    bar = page.locator(SIDEBAR)
-    expect(bar).to_be_visible()
-    return bar
-
-
-def apply_status(page):
-    return page.locator(f"{SIDEBAR} .tfgpu-apply-status")
-
-
 def consent(page):
     return page.locator(f"{SIDEBAR} .tfgpu-consent")
 
@@ -119,6 +106,16 @@ def reopen(page, lab: Lab, name: str) -> None:
     close_notebook(page, name)
     shut_down_kernel(lab, name)
     open_notebook(page, name)
+
+
+def open_untrusted(page, lab: Lab, name: str) -> None:
+    """Write an unsigned notebook with saved settings {cpus: 2}, open it: the sidebar asks first."""
+    from playwright.sync_api import expect
+
+    write(lab, name, {"cpus": "2"}, signed=False)
+    open_notebook(page, name)
+    sidebar(page)
+    expect(consent(page)).to_contain_text(NOT_TRUSTED, timeout=60_000)
 
 
 def expect_nothing_applied(page, lab: Lab, name: str) -> None:
@@ -201,10 +198,7 @@ def test_an_untrusted_notebook_asks_and_the_answer_is_remembered(page, lab, tmp_
 def test_a_save_signs_a_notebook_without_outputs_yet_it_still_asks(page, lab):
     from playwright.sync_api import expect
 
-    write(lab, "saved-here.ipynb", {"cpus": "2"}, signed=False)
-    open_notebook(page, "saved-here.ipynb")
-    sidebar(page)
-    expect(consent(page)).to_contain_text(NOT_TRUSTED, timeout=60_000)
+    open_untrusted(page, lab, "saved-here.ipynb")
     # The user saves it, as autosave would: the server signs it (no output to distrust) ...
     page.locator(f"{NOTEBOOK} .jp-Notebook").click()
     page.keyboard.press("Control+s")
@@ -225,10 +219,7 @@ def test_a_save_signs_a_notebook_without_outputs_yet_it_still_asks(page, lab):
 def test_applied_after_cells_ran_it_waits_for_the_next_start(page, lab):
     from playwright.sync_api import expect
 
-    write(lab, "ran-first.ipynb", {"cpus": "2"}, signed=False)
-    open_notebook(page, "ran-first.ipynb")
-    sidebar(page)
-    expect(consent(page)).to_contain_text(NOT_TRUSTED, timeout=60_000)
+    open_untrusted(page, lab, "ran-first.ipynb")
     page.wait_for_timeout(3000)
     expect_cpus(page, 0, 1)  # nothing was applied
     assert not lab.marker.exists(), lab.marker.read_text()
@@ -246,10 +237,7 @@ def test_applied_after_cells_ran_it_waits_for_the_next_start(page, lab):
 def test_trust_notebook_agrees_to_the_saved_settings(page, lab):
     from playwright.sync_api import expect
 
-    write(lab, "to-trust.ipynb", {"cpus": "2"}, signed=False)
-    open_notebook(page, "to-trust.ipynb")
-    sidebar(page)
-    expect(consent(page)).to_contain_text(NOT_TRUSTED, timeout=60_000)
+    open_untrusted(page, lab, "to-trust.ipynb")
     # JupyterLab's own Trust Notebook, from the command palette.
     page.locator(f"{NOTEBOOK} .jp-Notebook").click()
     page.keyboard.press("Control+Shift+c")

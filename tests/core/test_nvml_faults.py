@@ -10,35 +10,9 @@ import subprocess
 import sys
 
 import pytest
-from fakenvml import expected_gpu, three_gpus, with_changes, without_owner, write_config
+from fakenvml import assert_unavailable, expected_gpu, run_swaps, three_gpus, with_changes, without_owner
 
-from tfgpu_magic.core.nvml import REASONS, Unavailable, unavailable_from_error
-
-# Snapshot, swap in the staged config (atomically, as write_config does), snapshot again, and so on:
-# all in one process, so NVML stays initialised and the adapter's caches are live.
-SWAPS = """
-import json, os
-from tfgpu_magic.core import nvml
-snaps = [nvml.snapshot().to_dict()]
-for staged in {staged!r}:
-    os.replace(staged, {config!r})
-    snaps.append(nvml.snapshot().to_dict())
-print(json.dumps({{"pid": os.getpid(), "snaps": snaps}}))
-"""
-
-
-def run_swaps(fake_nvml, tmp_path, first, *then):
-    fake_nvml.write(first)
-    staged = [str(write_config(tmp_path / f"staged{i}.cfg", cfg)) for i, cfg in enumerate(then)]
-    out = fake_nvml.run_json(SWAPS.format(staged=staged, config=str(fake_nvml.config_path)))
-    return out["pid"], out["snaps"]
-
-
-def assert_unavailable(value, reason, *detail_parts):
-    assert isinstance(value, dict) and value.get("unavailable") == reason, value
-    assert reason in REASONS
-    for part in detail_parts:
-        assert part in value["detail"], value["detail"]
+from tfgpu_magic.core.nvml import Unavailable, unavailable_from_error
 
 
 def assert_whole_gpu_unavailable(gpu, index, reason):

@@ -14,34 +14,20 @@ from types import SimpleNamespace
 
 import gpu_fakes
 import pytest
-from fakenvml import MIB, expected_gpu, mig_config, mig_gpu, three_gpus, with_changes, without_owner, write_config
+from fakenvml import (
+    MIB,
+    assert_unavailable,
+    expected_gpu,
+    mig_config,
+    mig_gpu,
+    run_swaps,
+    three_gpus,
+    with_changes,
+    without_owner,
+    write_config,
+)
 
 from tfgpu_magic.core import nvml
-
-# Snapshot, swap in each staged config, snapshot again: one process, so NVML stays initialised and the
-# adapter's caches are live (as test_nvml_faults.py does).
-SWAPS = """
-import json, os
-from tfgpu_magic.core import nvml
-snaps = [nvml.snapshot().to_dict()]
-for staged in {staged!r}:
-    os.replace(staged, {config!r})
-    snaps.append(nvml.snapshot().to_dict())
-print(json.dumps({{"pid": os.getpid(), "snaps": snaps}}))
-"""
-
-
-def run_swaps(fake_nvml, tmp_path, first, *then):
-    fake_nvml.write(first)
-    staged = [str(write_config(tmp_path / f"staged{i}.cfg", cfg)) for i, cfg in enumerate(then)]
-    out = fake_nvml.run_json(SWAPS.format(staged=staged, config=str(fake_nvml.config_path)))
-    return out["pid"], out["snaps"]
-
-
-def assert_unavailable(value, reason, *detail_parts):
-    assert isinstance(value, dict) and value.get("unavailable") == reason, value
-    for part in detail_parts:
-        assert part in value["detail"], value["detail"]
 
 
 def one_snapshot(fake_nvml, config):

@@ -10,23 +10,9 @@ from pathlib import Path
 
 import pytest
 from harness import frontend_code, user_env
+from labsession import plant_shadow
 
 pytestmark = pytest.mark.kernel
-
-SHADOW_CODE = "open({marker!r}, 'a').write(__name__ + '\\n')\n"
-
-
-def plant_shadow(folder: Path) -> Path:
-    """A tfgpu_magic package whose every module, imported, writes its name to a marker file."""
-    marker = folder / "SHADOW-RAN"
-    for module in ("__init__.py", "ipython/__init__.py", "ipython/apply.py"):
-        path = folder / "tfgpu_magic" / module
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(SHADOW_CODE.format(marker=str(marker)) + (
-            "def apply_json(text):\n    return {}\n"
-            "def last_result():\n    return {'ok': True, 'message': None, 'outcomes': [], 'placement': None}\n"
-            if module.endswith("apply.py") else ""))
-    return marker
 
 
 def test_the_sidebars_apply_never_imports_a_tfgpu_magic_folder_beside_the_notebook(tmp_path):

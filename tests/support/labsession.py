@@ -485,3 +485,24 @@ def shoot_panel(page, path: Path) -> Path:
     page.wait_for_timeout(600)  # let a theme's fonts and colours settle
     cell_output(page, PANEL_CELL).screenshot(path=str(path))
     return path
+
+
+# -- the sidebar ---------------------------------------------------------------------------------------------------
+SIDEBAR = "#tfgpu-sidebar"
+SIDEBAR_TAB = '.jp-SideBar [data-id="tfgpu-sidebar"]'
+
+
+def sidebar(page):
+    """The GPUs sidebar, opened by its tab when it is not shown."""
+    from playwright.sync_api import expect
+
+    if not page.locator(SIDEBAR).is_visible():
+        page.locator(SIDEBAR_TAB).click()
+    bar = page.locator(SIDEBAR)
+    expect(bar).to_be_visible()
+    return bar
+
+
+def apply_status(page):
+    """The sidebar's line on the last apply of the front notebook's saved settings."""
+    return page.locator(f"{SIDEBAR} .tfgpu-apply-status")

@@ -550,3 +550,34 @@ def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
     if gpu.get("mig_devices"):
         gpu["mig_devices"] = [without_owner(d) for d in gpu["mig_devices"]]
     return gpu
+
+
+# Snapshot, swap in each staged config (atomically, as write_config does), snapshot again, and so on: all in one
+# process, so NVML stays initialised and the adapter's caches are live (tests/core/test_nvml_faults.py, _mig.py).
+SWAPS = """
+import json, os
+from tfgpu_magic.core import nvml
+snaps = [nvml.snapshot().to_dict()]
+for staged in {staged!r}:
+    os.replace(staged, {config!r})
+    snaps.append(nvml.snapshot().to_dict())
+print(json.dumps({{"pid": os.getpid(), "snaps": snaps}}))
+"""
+
+
+def run_swaps(fake_nvml, tmp_path, first, *then):
+    """(pid, [snapshot dict for ``first``, then one per config of ``then``]), read by one process."""
+    fake_nvml.write(first)
+    staged = [str(write_config(tmp_path / f"staged{i}.cfg", cfg)) for i, cfg in enumerate(then)]
+    out = fake_nvml.run_json(SWAPS.format(staged=staged, config=str(fake_nvml.config_path)))
+    return out["pid"], out["snaps"]
+
+
+def assert_unavailable(value, reason, *detail_parts):
+    """``value`` is an Unavailable's dict form with this reason, its detail naming each of ``detail_parts``."""
+    from tfgpu_magic.core.nvml import REASONS
+
+    assert isinstance(value, dict) and value.get("unavailable") == reason, value
+    assert reason in REASONS
+    for part in detail_parts:
+        assert part in value["detail"], value["detail"]
