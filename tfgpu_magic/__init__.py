@@ -31,6 +31,12 @@ def _load_jupyter_server_extension(server_app):
     load(server_app)
 
 
+def _unload_jupyter_server_extension(server_app):
+    from .server import unload
+
+    unload(server_app)
+
+
 def load_ipython_extension(ipython):
     from .ipython.magics import load_extension
 

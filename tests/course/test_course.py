@@ -30,7 +30,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 EXPECTED = {
     "00": ["/device:CPU:2", "too late", "restart the kernel", "MirroredStrategy over 3 device(s)"],
     "01": ["physical: /physical_device:CPU:0", "logical: /device:CPU:1", "too late", "restart the kernel"],
-    "02": ["CUDA_DEVICE_ORDER    = PCI_BUS_ID", "CUDA_VISIBLE_DEVICES = 0", "visible auto needs NVML"],
+    "02": ["CUDA_DEVICE_ORDER    = PCI_BUS_ID", "CUDA_VISIBLE_DEVICES = 0", "`%tfgpu visible auto` needs NVML"],
     "03": ["conflicts with growth", "TensorFlow allocator memory"],
     "04": ["b was computed on /job:localhost/replica:0/task:0/device:CPU:1", "asked for /CPU:7, ran on",
            "d was computed on /job:localhost/replica:0/task:0/device:CPU:2", "fallback: asked /CPU:7",

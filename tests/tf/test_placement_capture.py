@@ -264,6 +264,7 @@ def test_register_and_unregister_leave_nothing_behind():
 
     shell = InteractiveShell.instance()
     before_threads = threading.active_count()
+    before_idents = {t.ident for t in threading.enumerate()}
     before_pre = list(shell.events.callbacks["pre_run_cell"])
     before_meta = list(sys.meta_path)
     ctl = PlacementController(shell)
@@ -274,7 +275,7 @@ def test_register_and_unregister_leave_nothing_behind():
         shell.run_cell("x = 1")
         # between cells: the one fd-2 reader, kept for the shell's life, and no per-cell thread left over
         assert threading.active_count() == before_threads + 1
-        assert [t.name for t in threading.enumerate() if t.name.startswith("tfgpu")] == ["tfgpu-stderr"]
+        assert [t.name for t in threading.enumerate() if t.ident not in before_idents] == ["tfgpu-stderr"]
     fd2 = os.readlink("/proc/self/fd/2")
     ctl.unregister()
     assert threading.active_count() == before_threads  # unloading ends it

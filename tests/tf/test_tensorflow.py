@@ -144,7 +144,7 @@ def test_cli_devices_json_has_the_documented_shape():
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) == {"schema", "taken_at", "pid", "tfgpu_version", "tensorflow", "settings", "nvml", "gpus",
-                         "kernel_gpu_memory", "numbering", "notes", "placement"}
+                         "kernel_gpu_memory", "numbering", "assignment", "claims", "notes", "placement"}
     assert set(data["tensorflow"]) == {"state", "version", "note", "physical_devices", "logical_devices", "memory"}
     assert data["tensorflow"]["state"] == "enumerated"
     assert {"name": "CPU:0", "device_type": "CPU", "kind": "physical", "physical_index": None} in \

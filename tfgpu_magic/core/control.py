@@ -247,8 +247,7 @@ class Controller:
         def pick() -> tuple[VisibleSpec | None, str]:
             snap = self.nvml()
             if not snap.available or snap.error is not None:  # auto, or indices with --min-free
-                raise PlanError(f"`{change.command}` needs NVML to see free memory, and it is unavailable "
-                                f"({_why(snap.error)}); name the GPUs instead, like `%tfgpu visible 0`")
+                raise _needs_nvml(f"`{change.command}`", snap.error)
             given = self.given(snap)
             if given.error is not None:
                 raise PlanError(f"`{change.command}` refused: {given.error}")
@@ -434,9 +433,7 @@ class Controller:
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:
         if snap is None or not snap.available or snap.error is not None:
-            why = _why(snap.error if snap else None)
-            raise PlanError(f"visible {spec} needs NVML to see free memory, and it is unavailable ({why}); "
-                            "name the GPUs instead, like `%tfgpu visible 0`")
+            raise _needs_nvml(f"`%tfgpu visible {spec}`", snap.error if snap else None)
         given = given or Given()
         if given.error is not None:
             raise PlanError(f"`%tfgpu visible {spec}` refused: {given.error}")
@@ -664,6 +661,12 @@ def environment_notes(environ) -> list[str]:
         notes.append("TF_GPU_ALLOCATOR=cuda_malloc_async: CUDA's allocator replaces TensorFlow's, so `growth` no "
                      "longer applies and a limit becomes the pool size")
     return notes
+
+
+def _needs_nvml(what: str, error) -> PlanError:
+    """The one refusal of a choice by free memory without NVML, whichever path (now, or waiting) met it."""
+    return PlanError(f"{what} needs NVML to see free memory, and it is unavailable ({_why(error)}); name the GPUs "
+                     "instead, like `%tfgpu visible 0`")
 
 
 def _why(error) -> str:

@@ -12,3 +12,10 @@ def load(server_app) -> None:
     from .handlers import setup_handlers
 
     setup_handlers(server_app)
+
+
+def unload(server_app) -> None:
+    """At the server's stop: end the NVML worker (a reading stuck in the driver is left to its daemon thread)."""
+    feed = server_app.web_app.settings.pop("tfgpu_feed", None)
+    if feed is not None:
+        feed.close()
