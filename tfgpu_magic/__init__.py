@@ -21,20 +21,10 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "tfgpu_magic"}]
-
-
-def _load_jupyter_server_extension(server_app):
     # Imported here, not at package import: `%load_ext` in a kernel must not import jupyter_server or tornado.
-    from .server import load
+    from .server.app import TfgpuExtensionApp
 
-    load(server_app)
-
-
-def _unload_jupyter_server_extension(server_app):
-    from .server import unload
-
-    unload(server_app)
+    return [{"module": "tfgpu_magic", "app": TfgpuExtensionApp}]
 
 
 def load_ipython_extension(ipython):

@@ -16,69 +16,18 @@ from pathlib import Path
 
 import pytest
 import tornado.httpclient
-from fakenvml import (
-    IN_PROCESS_LIB_NAME,
-    MIB,
-    FakeNvmlUnavailable,
-    build_fake_nvml,
-    in_process,
-    three_gpus,
-    write_config,
-)
+from fakenvml import MIB, three_gpus
+from serverapi import get_gpus, start_notebook_session
 
 import tfgpu_magic.server
 from tfgpu_magic.core import nvml
 from tfgpu_magic.server import gpus as gpu_doc
 from tfgpu_magic.server import handlers
+from tfgpu_magic.server.feed import GpuFeed
 
 pytestmark = pytest.mark.server
 SERVER_SOURCES = sorted(Path(tfgpu_magic.server.__file__).parent.glob("*.py"))
 VERBS = ("get", "post", "put", "patch", "delete", "head", "options")
-
-
-@pytest.fixture
-def jp_server_config():
-    # max age 0: each request reads the fake as the test just wrote it
-    return {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},
-            "TfgpuServer": {"snapshot_max_age": 0.0}}
-
-
-@pytest.fixture(scope="session")
-def in_process_lib(tmp_path_factory):
-    try:
-        return build_fake_nvml(tmp_path_factory.mktemp("fakenvml_in_process"), lib_name=IN_PROCESS_LIB_NAME)
-    except FakeNvmlUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-class FakeGpus:
-    def __init__(self, path: Path):
-        self.path = path
-
-    def write(self, config: dict) -> None:
-        write_config(self.path, config)
-
-
-@pytest.fixture
-def fake_gpus(in_process_lib, tmp_path):
-    """The fake NVML, in this process, showing three GPUs until the test writes another config."""
-    gpus = FakeGpus(tmp_path / "fake_nvml.cfg")
-    gpus.write(three_gpus())
-    with in_process(in_process_lib, gpus.path):
-        yield gpus
-
-
-async def get_gpus(jp_fetch, **params) -> dict:
-    response = await jp_fetch("tfgpu", "api", "gpus", params=params)
-    assert response.code == 200
-    assert response.headers["Content-Type"].startswith("application/json")
-    return json.loads(response.body)
-
-
-async def start_notebook_session(jp_fetch, path: str) -> str:
-    body = json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": "python3"}})
-    response = await jp_fetch("api", "sessions", method="POST", body=body)
-    return json.loads(response.body)["kernel"]["id"]
 
 
 # ---- authentication ---------------------------------------------------------------------------------------------
@@ -158,7 +107,8 @@ async def test_document_shape_for_three_gpus(jp_fetch, fake_gpus):
     a100, h100, t4 = doc["gpus"]
     assert (a100["index"], a100["memory_total_mib"], a100["memory_used_mib"]) == (0, 40960, 30000)
     assert (a100["utilization_gpu_pct"], a100["temperature_c"]) == (97, 66)
-    assert set(a100) == {*gpu_doc._GPU_FIELDS, "processes", "hidden_processes", "kernel_note"}
+    assert set(a100) == {*gpu_doc._GPU_FIELDS, "processes", "hidden_processes", "kernel_note", "mig_mode",
+                         "mig_devices"}
     # pid 1 exists here (not a kernel); 3999901 does not: said per GPU, not guessed
     assert [(p["pid"], p["used_mib"], p["kernel"]) for p in a100["processes"]] == [(1, 1000, None),
                                                                                   (3999901, 29000, None)]
@@ -307,7 +257,7 @@ async def test_concurrent_requests_share_one_answer_whose_reading_is_made_off_th
         listed.append(1)
         return []
 
-    feed = handlers.GpuFeed(0.0, kernels, read=slow_read)
+    feed = GpuFeed(0.0, kernels, lambda reading, kernel_list: dict(reading), read=slow_read)
     ticks = 0
 
     async def ticker():
@@ -318,7 +268,7 @@ async def test_concurrent_requests_share_one_answer_whose_reading_is_made_off_th
 
     *answers, _ = await asyncio.gather(*(feed.answer() for _ in range(20)), ticker())
     assert all(a is answers[0] for a in answers)
-    assert json.loads(answers[0][1]) == answers[0][0] and answers[0][0]["taken_at"] == 1.0
+    assert json.loads(answers[0].body) == answers[0].document and answers[0].document["taken_at"] == 1.0
     assert feed.readings == 1 and len(threads) == 1 and len(listed) == 1
     assert threads[0].startswith("tfgpu-nvml") and threads[0] != threading.main_thread().name
     assert ticks == 20  # the loop ran while NVML was being read
@@ -334,7 +284,7 @@ async def test_concurrent_requests_share_one_answer_whose_reading_is_made_off_th
 
 
 HIDING = {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},
-          "TfgpuServer": {"snapshot_max_age": 0.0, "show_other_users": False}}
+          "TfgpuServer": {"snapshot_max_age": 0.0, "show_other_users": False, "history_interval": 0.0}}
 
 
 @pytest.mark.parametrize("jp_server_config", [HIDING])

@@ -1,21 +1,7 @@
-"""The jupyter_server extension: the sidebar's authenticated REST endpoint (``{base_url}tfgpu/api/gpus``).
+"""The jupyter_server extension: the sidebar's and the scrapers' authenticated REST endpoints
+(``{base_url}tfgpu/api/gpus``, ``.../metrics``), the server's GPU history and the GPU-aware culler.
 
-Loaded by ``tfgpu_magic._load_jupyter_server_extension``, enabled on install through the
-``jupyter_server_config.d/tfgpu_magic.json`` that the wheel ships. Nothing here runs at import of the
-package, and NVML is not touched until the first request.
+Found through ``tfgpu_magic._jupyter_server_extension_points`` (app.TfgpuExtensionApp), enabled on install
+through the ``jupyter_server_config.d/tfgpu_magic.json`` that the wheel ships. Nothing here runs at import of
+the package; NVML is first read in the extension's own worker thread once the server runs.
 """
-
-from __future__ import annotations
-
-
-def load(server_app) -> None:
-    from .handlers import setup_handlers
-
-    setup_handlers(server_app)
-
-
-def unload(server_app) -> None:
-    """At the server's stop: end the NVML worker (a reading stuck in the driver is left to its daemon thread)."""
-    feed = server_app.web_app.settings.pop("tfgpu_feed", None)
-    if feed is not None:
-        feed.close()

@@ -9,6 +9,8 @@ says so in a sentence instead of guessing.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,11 +28,16 @@ _GPU_FIELDS = (
 
 def parent_pid(pid: int) -> int | None:
     """The parent of ``pid`` from /proc, or None where it cannot be read (ended, another namespace)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
+    try:  # os.open/os.read: half the cost of open() for a file read whole, and this runs per process
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        stat = os.read(fd, 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after the last ")".
     fields = stat[stat.rfind(b")") + 2:].split()
     try:
@@ -39,20 +46,44 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
-def _owner(pid: int, kernel_by_pid: dict[int, dict], parent_of: Callable[[int], int | None]) -> tuple[dict, str] | None:
-    """(kernel, "kernel" | "child") for a GPU process that is a kernel or runs under one, else None."""
-    if pid in kernel_by_pid:
-        return kernel_by_pid[pid], "kernel"
-    seen = {pid}
-    current: int | None = pid
-    for _ in range(MAX_ANCESTRY):
-        current = parent_of(current)
-        if current is None or current <= 1 or current in seen:
+class Ancestry:
+    """Which of this server's kernels a PID runs under, for one reading: every parent read once (a kernel's
+    children, and the shells and daemons above other processes, are shared by many GPU processes)."""
+
+    def __init__(self, kernel_by_pid: dict[int, dict], parent_of: Callable[[int], int | None]):
+        self._kernel_by_pid = kernel_by_pid
+        self._parent_of = parent_of
+        self._parents: dict[int, int | None] = {}
+        self._owners: dict[int, tuple[dict, str] | None] = {}
+
+    def owner(self, pid: int, *, parents: bool = True) -> tuple[dict, str] | None:
+        """(kernel, "kernel" | "child") for a GPU process that is a kernel or runs under one, else None.
+        ``parents`` False: the PID has no /proc entry to read, so only a kernel's own PID can match."""
+        if pid in self._kernel_by_pid:
+            return self._kernel_by_pid[pid], "kernel"
+        if not parents:
             return None
-        if current in kernel_by_pid:
-            return kernel_by_pid[current], "child"
-        seen.add(current)
-    return None
+        if pid in self._owners:
+            return self._owners[pid]
+        chain = [pid]
+        found: tuple[dict, str] | None = None
+        current: int | None = pid
+        for _ in range(MAX_ANCESTRY):
+            if current not in self._parents:
+                self._parents[current] = self._parent_of(current)
+            current = self._parents[current]
+            if current is None or current <= 1 or current in chain:
+                break
+            if current in self._kernel_by_pid:
+                found = (self._kernel_by_pid[current], "child")
+                break
+            if current in self._owners:  # met a chain already walked: its answer is this one's
+                found = self._owners[current]
+                break
+            chain.append(current)
+        for seen in chain:
+            self._owners[seen] = found
+        return found
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -63,27 +94,44 @@ def _is_unavailable(value: Any) -> bool:
     return isinstance(value, dict) and "unavailable" in value
 
 
+_MIG_FIELDS = ("uuid", "index", "name", "profile", "gpu_instance_id", "compute_instance_id", "memory_total_mib",
+               "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "utilization_gpu_pct", "temperature_c")
+
+# Whose processes are this user's: "user", every process of the server's OS user; "server", this server's kernels
+# and their children only (under JupyterHub every user's server may run as one OS user).
+OWN_PROCESSES = ("user", "server")
+
+
 def gpu_document(
     nvml_snapshot: dict[str, Any],
     kernels: Iterable[dict[str, Any]],
     *,
     user: str | None,
     show_other_users: bool = True,
+    own_processes: str = "user",
     parent_of: Callable[[int], int | None] = parent_pid,
+    now: float | None = None,
 ) -> dict[str, Any]:
     """The response of ``GET tfgpu/api/gpus``.
 
     ``nvml_snapshot`` is ``nvml.snapshot().to_dict()``; ``kernels`` is one dict per kernel of the server:
-    ``{"id", "name", "pid" (or None), "execution_state", "sessions": [{"path", "name", "type"}]}``.
-    ``user`` is the server's user: with ``show_other_users`` off, processes of anyone else that are not
-    this server's kernels are counted, not listed."""
-    kernels = [dict(k) for k in kernels]
+    ``{"id", "name", "pid" (or None), "execution_state", "last_activity" (Unix time or None), "sessions":
+    [{"path", "name", "type"}]}``. ``user`` is the server's user: with ``show_other_users`` off, processes
+    that are not this user's (``own_processes``) are counted, not listed."""
+    now = time.time() if now is None else now
+    kernels = [_with_idle(k, now) for k in kernels]
     kernel_by_pid = {k["pid"]: k for k in kernels if isinstance(k.get("pid"), int)}
+    whose = _Whose(Ancestry(kernel_by_pid, parent_of), user, own_processes, show_other_users)
     gpus = []
     for gpu in nvml_snapshot.get("gpus", ()):
         out = {name: gpu.get(name) for name in _GPU_FIELDS}
-        out["processes"], out["hidden_processes"], out["kernel_note"] = _processes(
-            gpu.get("processes"), kernel_by_pid, parent_of, user, show_other_users)
+        out["mig_mode"] = gpu.get("mig_mode")
+        out["mig_devices"] = []
+        for mig in gpu.get("mig_devices") or ():
+            row = {name: mig.get(name) for name in _MIG_FIELDS}
+            row["processes"], row["hidden_processes"], row["kernel_note"] = whose.processes(mig.get("processes"))
+            out["mig_devices"].append(row)
+        out["processes"], out["hidden_processes"], out["kernel_note"] = whose.processes(gpu.get("processes"))
         gpus.append(out)
     no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
     kernel_note = ""
@@ -99,42 +147,65 @@ def gpu_document(
         "kernels": kernels,
         "kernel_note": kernel_note,
         "other_users": "shown" if show_other_users else "hidden",
+        "own_processes": own_processes,
         "stale": None,  # {"age_s", "reason"} when the driver has not answered in time (handlers.GpuFeed)
     }
 
 
-def _processes(processes: Any, kernel_by_pid: dict[int, dict], parent_of: Callable[[int], int | None],
-               user: str | None, show_other_users: bool) -> tuple[Any, dict | None, str]:
-    """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched)."""
-    if _is_unavailable(processes):
-        detail = processes.get("detail") or processes.get("unavailable")
-        return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be matched "
-                                 "to notebooks")
-    listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
-    for proc in processes or ():
-        pid = proc.get("pid")
-        owner = _owner(pid, kernel_by_pid, parent_of) if isinstance(pid, int) else None
-        used = proc.get("used_mib")
-        if owner is None and proc.get("name") is None and proc.get("user") is None:
-            unseen += 1  # no /proc entry here: another PID namespace (a container), or it just ended
-        if owner is None and not show_other_users and (proc.get("user") is None or proc.get("user") != user):
-            hidden_count += 1
-            hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
-            continue
-        kernel = None
-        if owner is not None:
-            k, relation = owner
-            kernel = {"id": k["id"], "name": k.get("name"), "execution_state": k.get("execution_state"),
-                      "relation": relation, "sessions": k.get("sessions", [])}
-        listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
-                       "kernel": kernel})
-    hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None
-    note = ""
-    if unseen:
-        note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
-                "namespace, such as a container, or ended): "
-                f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
-    return listed, hidden, note
+def _with_idle(kernel: dict[str, Any], now: float) -> dict[str, Any]:
+    """The kernel with ``idle_s``: seconds since its last activity while idle; None while busy or unknown."""
+    out = dict(kernel)
+    last = out.setdefault("last_activity", None)
+    idle = out.get("execution_state") == "idle" and isinstance(last, (int, float))
+    out["idle_s"] = round(max(0.0, now - last), 1) if idle else None
+    return out
+
+
+class _Whose:
+    """Sorts one reading's processes into this server's kernels, the user's other processes, and others'."""
+
+    def __init__(self, ancestry: Ancestry, user: str | None, own_processes: str, show_other_users: bool):
+        self.ancestry = ancestry
+        self.user = user
+        self.by_user = own_processes != "server"
+        self.show_other_users = show_other_users
+
+    def processes(self, processes: Any) -> tuple[Any, dict | None, str]:
+        """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched)."""
+        if _is_unavailable(processes):
+            detail = processes.get("detail") or processes.get("unavailable")
+            return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be "
+                                     "matched to notebooks")
+        listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
+        for proc in processes or ():
+            pid = proc.get("pid")
+            # No name and no user: the PID has no /proc entry here (another PID namespace, or it ended), so it has
+            # no parents to read either; it can still be a kernel's own PID.
+            seen = proc.get("name") is not None or proc.get("user") is not None
+            owner = self.ancestry.owner(pid, parents=seen) if isinstance(pid, int) else None
+            used = proc.get("used_mib")
+            if owner is None and not seen:
+                unseen += 1
+            mine = owner is not None or (self.by_user and self.user is not None and proc.get("user") == self.user)
+            if not mine and not self.show_other_users:
+                hidden_count += 1
+                hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
+                continue
+            kernel = None
+            if owner is not None:
+                k, relation = owner
+                kernel = {"id": k["id"], "name": k.get("name"), "execution_state": k.get("execution_state"),
+                          "last_activity": k.get("last_activity"), "idle_s": k.get("idle_s"),
+                          "relation": relation, "sessions": k.get("sessions", [])}
+            listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
+                           "mine": mine, "kernel": kernel})
+        hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None
+        note = ""
+        if unseen:
+            note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
+                    "namespace, such as a container, or ended): "
+                    f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
+        return listed, hidden, note
 
 
 def parse_indices(raw: str) -> tuple[int, ...]:
