@@ -279,7 +279,7 @@ test('no GPU, or an answer that is not the expected JSON', () => {
 test('the "server not answering" line names what failed', () => {
   assert.equal(serverProblem(null), 'Server not answering; retrying…');
   assert.match(serverProblem(404), /404.*server extension enabled/);
-  assert.match(serverProblem(403), /403/);
+  assert.match(serverProblem(403), /session with the server has ended \(403\)\. Reload the page/);
   assert.equal(serverProblem(502), 'Server not answering (HTTP 502); retrying…');
 });
 

@@ -1,6 +1,7 @@
 /**
  * Formatting for the sidebar's model: the translation interface (`Trans`, `strfmt`, `plainTrans`), the
- * server's "not available" values (NA), numbers, sizes and durations as text, and `show` (one value as text).
+ * server's "not available" values (NA), numbers, sizes, durations and clock times as text, `show` (one value
+ * as text) and `memoryBar` (used of total, as a GPU's or a MIG device's bar).
  */
 
 // -- translation ---------------------------------------------------------------------------------------
@@ -142,4 +143,67 @@ export function show(
     return { text: missing ?? NA_TEXT(trans), title: '', na: true };
   }
   return { text: NA_TEXT(trans), title: trans.__('unexpected value from the server'), na: true };
+}
+
+/** A used-of-total memory figure as a bar: text "30,000 / 40,960 MiB (73%)", and the filled fraction (null: no bar). */
+export interface MemoryBar {
+  text: string;
+  title: string;
+  fraction: number | null;
+  percent: number | null;
+  na: boolean;
+}
+
+export function memoryBar(used: unknown, total: unknown, trans: Trans = plainTrans): MemoryBar {
+  if (isNumber(used) && isNumber(total)) {
+    const fraction = total > 0 ? Math.min(1, Math.max(0, used / total)) : null;
+    const percent = fraction === null ? null : Math.round(fraction * 100);
+    const text =
+      percent === null
+        ? trans.__('%1 / %2 MiB', formatInt(used), formatInt(total))
+        : trans.__('%1 / %2 MiB (%3%)', formatInt(used), formatInt(total), percent);
+    return { text, title: '', fraction, percent, na: false };
+  }
+  const u = show(used, formatInt, trans);
+  const t = show(total, formatInt, trans);
+  if (u.na && t.na && u.title === t.title) {
+    return { text: u.text, title: u.title, fraction: null, percent: null, na: true };
+  }
+  return {
+    text: trans.__('%1 / %2 MiB', u.text, t.text),
+    title: [u.title, t.title].filter(Boolean).join('; '),
+    fraction: null,
+    percent: null,
+    na: true
+  };
+}
+
+// -- time ---------------------------------------------------------------------------------------------------
+
+const pad2 = (n: number) => String(n).padStart(2, '0');
+
+/** A unix time (seconds) as the browser's local clock time, "14:03:09". */
+export function clockTime(unixSeconds: number): string {
+  const d = new Date(unixSeconds * 1000);
+  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+}
+
+/**
+ * A span of time as coarse as a glance needs, so the text (and the sidebar's rows) change at most once a
+ * minute: "< 1 min", "12 min", "3 h 5 min", "2 d 4 h".
+ */
+export function formatSpan(seconds: number, trans: Trans = plainTrans): string {
+  const minutes = Math.floor(Math.max(0, seconds) / 60);
+  if (minutes < 1) {
+    return trans.__('< 1 min');
+  }
+  if (minutes < 60) {
+    return trans.__('%1 min', minutes);
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return minutes % 60 ? trans.__('%1 h %2 min', hours, minutes % 60) : trans.__('%1 h', hours);
+  }
+  const days = Math.floor(hours / 24);
+  return hours % 24 ? trans.__('%1 d %2 h', days, hours % 24) : trans.__('%1 d', days);
 }

@@ -1,33 +1,25 @@
 /**
- * The server's answer (GET tfgpu/api/gpus) as the "All GPUs" section: one row per GPU, its processes
- * grouped by notebook, the summary of hidden processes, and the line shown while the server does not answer.
+ * The server's answer (GET tfgpu/api/gpus) as the "All GPUs" section: one row per GPU with its MIG devices,
+ * its processes grouped by notebook (processes.ts), what shutting a kernel down frees, and the line shown
+ * while the server does not answer.
  */
 
-import { formatInt, formatMiB, isNA, isNumber, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import { formatInt, isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import { MigDeviceInfo, migLine, migRow, MigRow } from './mig.js';
+import {
+  FrontNotebook,
+  GpuProcess,
+  groupByNotebook,
+  hiddenSummary,
+  NO_OWNERS,
+  NotebookGroup,
+  OtherProcessRow,
+  OwnProcesses,
+  Owners,
+  serverUserOf
+} from './processes.js';
 
 // -- the server's answer (GET tfgpu/api/gpus) ------------------------------------------------------------
-
-export interface SessionInfo {
-  path: string;
-  name: string;
-  type: string;
-}
-
-export interface ProcessKernel {
-  id: string;
-  name: string;
-  execution_state: string;
-  relation: 'kernel' | 'child' | string;
-  sessions: SessionInfo[];
-}
-
-export interface GpuProcess {
-  pid: number | NA;
-  used_mib: number | null | NA;
-  name: string | null | NA;
-  user: string | null | NA;
-  kernel: ProcessKernel | null;
-}
 
 export interface GpuInfo {
   index: number | NA;
@@ -40,6 +32,9 @@ export interface GpuInfo {
   processes: GpuProcess[] | NA;
   hidden_processes: { count: number; used_mib: number | null | NA } | null;
   kernel_note: string;
+  /** true / false, null (no MIG support) or NA. */
+  mig_mode?: boolean | null | NA;
+  mig_devices?: MigDeviceInfo[];
   [other: string]: unknown;
 }
 
@@ -57,49 +52,11 @@ export interface GpusAnswer {
   kernel_note?: string;
   /** Set when the driver has not answered in time: the figures are the last ones, `age_s` seconds old. */
   stale?: { age_s: number | null; reason: string } | null;
+  /** "server": only this server's kernels (and their children) are the user's, not every process of its OS user. */
+  own_processes?: OwnProcesses;
+  /** Present when asked with `?history=SECONDS` (history.ts). */
+  history?: unknown;
   [other: string]: unknown;
-}
-
-/** The notebook in front of the user, to mark its row. */
-export interface FrontNotebook {
-  path?: string | null;
-  kernelId?: string | null;
-}
-
-/** A GPU's memory as a bar: text "30,000 / 40,960 MiB (73%)", and the filled fraction (null: no bar). */
-export interface MemoryBar {
-  text: string;
-  title: string;
-  fraction: number | null;
-  percent: number | null;
-  na: boolean;
-}
-
-/** One notebook (one kernel) using a GPU, with the memory of all its processes on that GPU. */
-export interface NotebookGroup {
-  key: string;
-  label: string;
-  /** The notebook to open on a click; null when the kernel has no notebook (a console, a bare kernel). */
-  openPath: string | null;
-  kernelId: string;
-  kernelName: string;
-  executionState: string;
-  usedMib: number | null;
-  memory: Shown;
-  isFront: boolean;
-  /** "" or the words that mark the notebook in front. */
-  mark: string;
-  title: string;
-}
-
-/** A process on a GPU that belongs to no kernel of this server. */
-export interface OtherProcessRow {
-  key: string;
-  name: Shown;
-  pid: Shown;
-  user: Shown;
-  memory: Shown;
-  title: string;
 }
 
 export interface GpuRow {
@@ -117,6 +74,14 @@ export interface GpuRow {
   /** "2 processes of other users, 512 MiB", or null. */
   hidden: string | null;
   kernelNote: string;
+  /** Its key in the document's `history.gpus` (the physical index as a string), or null. */
+  historyKey: string | null;
+  /** "GPU 1" (the shut-down dialog's words for where memory is freed). */
+  short: string;
+  /** "MIG mode · 2 MIG devices", or null outside MIG mode. */
+  migLine: string | null;
+  /** Its MIG devices; in MIG mode the processes are listed under these, not under the GPU. */
+  mig: MigRow[];
 }
 
 export interface ServerView {
@@ -132,166 +97,13 @@ export interface ServerView {
   stale: string | null;
 }
 
-function memoryBar(gpu: GpuInfo, trans: Trans): MemoryBar {
-  const used = gpu.memory_used_mib;
-  const total = gpu.memory_total_mib;
-  if (isNumber(used) && isNumber(total)) {
-    const fraction = total > 0 ? Math.min(1, Math.max(0, used / total)) : null;
-    const percent = fraction === null ? null : Math.round(fraction * 100);
-    const text =
-      percent === null
-        ? trans.__('%1 / %2 MiB', formatInt(used), formatInt(total))
-        : trans.__('%1 / %2 MiB (%3%)', formatInt(used), formatInt(total), percent);
-    return { text, title: '', fraction, percent, na: false };
-  }
-  const u = show(used, formatInt, trans);
-  const t = show(total, formatInt, trans);
-  if (u.na && t.na && u.title === t.title) {
-    return { text: u.text, title: u.title, fraction: null, percent: null, na: true };
-  }
-  return {
-    text: trans.__('%1 / %2 MiB', u.text, t.text),
-    title: [u.title, t.title].filter(Boolean).join('; '),
-    fraction: null,
-    percent: null,
-    na: true
-  };
-}
-
-function preferredSession(sessions: SessionInfo[]): SessionInfo | null {
-  return sessions.find(s => s.type === 'notebook') ?? sessions[0] ?? null;
-}
-
-function relationWords(relation: string, trans: Trans): string {
-  return relation === 'kernel' ? trans.__('the kernel') : trans.__('a child process of the kernel');
-}
-
-/** Group one GPU's processes by kernel (one row per notebook), summing their memory on that GPU. */
-export function groupByNotebook(
-  processes: GpuProcess[],
-  front: FrontNotebook | null = null,
-  trans: Trans = plainTrans
-): { notebooks: NotebookGroup[]; others: OtherProcessRow[] } {
-  interface Acc {
-    kernel: ProcessKernel;
-    used: number;
-    unknown: number;
-    pids: string[];
-    order: number;
-  }
-  const byKernel = new Map<string, Acc>();
-  const others: OtherProcessRow[] = [];
-  processes.forEach((proc, order) => {
-    const kernel = proc && proc.kernel;
-    if (kernel && typeof kernel.id === 'string') {
-      let acc = byKernel.get(kernel.id);
-      if (!acc) {
-        acc = { kernel, used: 0, unknown: 0, pids: [], order };
-        byKernel.set(kernel.id, acc);
-      }
-      if (isNumber(proc.used_mib)) {
-        acc.used += proc.used_mib;
-      } else {
-        acc.unknown += 1;
-      }
-      acc.pids.push(
-        trans.__('pid %1 (%2)', show(proc.pid, String, trans).text, relationWords(kernel.relation, trans))
-      );
-      return;
-    }
-    if (!proc) {
-      return;
-    }
-    const pid = show(proc.pid, String, trans);
-    const name = show(proc.name, String, trans, trans.__('unknown process'));
-    const user = show(proc.user, String, trans, trans.__('unknown user'));
-    const memory = show(proc.used_mib, v => formatMiB(v, trans), trans, trans.__('unknown'));
-    others.push({
-      key: `pid-${pid.text}-${others.length}`,
-      name,
-      pid,
-      user,
-      memory,
-      title: [name.title, user.title, memory.title].filter(Boolean).join('; ')
-    });
-  });
-
-  const notebooks: NotebookGroup[] = [];
-  for (const [id, acc] of byKernel) {
-    const sessions = Array.isArray(acc.kernel.sessions) ? acc.kernel.sessions : [];
-    const preferred = preferredSession(sessions);
-    const label = sessions.length ? sessions.map(s => s.path).join(', ') : acc.kernel.name;
-    const known = acc.pids.length - acc.unknown;
-    let memory: Shown;
-    let usedMib: number | null;
-    if (known === 0) {
-      usedMib = null;
-      memory = { text: trans.__('unknown'), title: trans.__('NVML gives no memory figure for its processes'), na: true };
-    } else if (acc.unknown > 0) {
-      usedMib = acc.used;
-      memory = {
-        text: trans.__('at least %1', formatMiB(acc.used, trans)),
-        title: trans._n(
-          '%1 of its processes has no memory figure',
-          '%1 of its processes have no memory figure',
-          acc.unknown
-        ),
-        na: false
-      };
-    } else {
-      usedMib = acc.used;
-      memory = { text: formatMiB(acc.used, trans), title: '', na: false };
-    }
-    const isFront =
-      front !== null &&
-      ((!!front.kernelId && front.kernelId === id) ||
-        (!!front.path && sessions.some(s => s.path === front.path)));
-    const titleLines = [
-      trans.__('Kernel %1 (%2)', acc.kernel.name, acc.kernel.execution_state),
-      ...acc.pids
-    ];
-    if (!sessions.length) {
-      titleLines.push(trans.__('This kernel has no notebook or console open.'));
-    }
-    notebooks.push({
-      key: id,
-      label,
-      openPath: preferred && preferred.type === 'notebook' ? preferred.path : null,
-      kernelId: id,
-      kernelName: acc.kernel.name,
-      executionState: acc.kernel.execution_state,
-      usedMib,
-      memory,
-      isFront,
-      mark: isFront ? trans.__('this notebook') : '',
-      title: titleLines.join('\n')
-    });
-  }
-  // The biggest users first; equal ones in NVML's order.
-  const order = new Map([...byKernel].map(([id, acc]) => [id, acc.order]));
-  notebooks.sort((a, b) => (b.usedMib ?? -1) - (a.usedMib ?? -1) || order.get(a.key)! - order.get(b.key)!);
-  return { notebooks, others };
-}
-
-/** "2 processes of other users, 512 MiB". */
-export function hiddenSummary(
-  hidden: GpuInfo['hidden_processes'],
-  trans: Trans = plainTrans
-): string | null {
-  if (!hidden || !isNumber(hidden.count) || hidden.count <= 0) {
-    return null;
-  }
-  const memory = isNumber(hidden.used_mib) ? formatMiB(hidden.used_mib, trans) : trans.__('memory unknown');
-  return trans._n(
-    '%1 process of other users, %2',
-    '%1 processes of other users, %2',
-    hidden.count,
-    memory
-  );
-}
-
 /** One GPU of the answer as a row. */
-export function gpuRow(gpu: GpuInfo, front: FrontNotebook | null = null, trans: Trans = plainTrans): GpuRow {
+export function gpuRow(
+  gpu: GpuInfo,
+  front: FrontNotebook | null = null,
+  trans: Trans = plainTrans,
+  owners: Owners = NO_OWNERS
+): GpuRow {
   const index = show(gpu.index, String, trans);
   const name = show(gpu.name, String, trans);
   const heading: Shown = {
@@ -300,11 +112,15 @@ export function gpuRow(gpu: GpuInfo, front: FrontNotebook | null = null, trans: 
     na: index.na || name.na
   };
   const error = isNA(gpu.error) ? naReason(gpu.error, trans) : null;
-  const processes = gpu.processes;
+  const mig = Array.isArray(gpu.mig_devices)
+    ? gpu.mig_devices.filter(d => d && typeof d === 'object').map(d => migRow(d, front, trans, owners))
+    : [];
+  // In MIG mode the GPU's processes are its MIG devices' (the union): listed under each device, not twice.
+  const processes = mig.length ? [] : gpu.processes;
   let grouped: { notebooks: NotebookGroup[]; others: OtherProcessRow[] } = { notebooks: [], others: [] };
   let processesMissing: string | null = null;
   if (Array.isArray(processes)) {
-    grouped = groupByNotebook(processes, front, trans);
+    grouped = groupByNotebook(processes, front, trans, owners);
   } else if (isNA(processes)) {
     processesMissing = naReason(processes, trans);
   } else if (processes !== undefined && processes !== null) {
@@ -314,14 +130,18 @@ export function gpuRow(gpu: GpuInfo, front: FrontNotebook | null = null, trans: 
     key: `gpu-${index.text}`,
     heading,
     error,
-    memory: memoryBar(gpu, trans),
+    memory: memoryBar(gpu.memory_used_mib, gpu.memory_total_mib, trans),
     utilization: show(gpu.utilization_gpu_pct, v => trans.__('%1%', formatInt(v)), trans),
     temperature: show(gpu.temperature_c, v => trans.__('%1 °C', formatInt(v)), trans),
     notebooks: grouped.notebooks,
     others: grouped.others,
     processesMissing,
     hidden: hiddenSummary(gpu.hidden_processes, trans),
-    kernelNote: typeof gpu.kernel_note === 'string' ? gpu.kernel_note : ''
+    kernelNote: typeof gpu.kernel_note === 'string' ? gpu.kernel_note : '',
+    historyKey: index.na ? null : index.text,
+    short: trans.__('GPU %1', index.text),
+    migLine: migLine(gpu.mig_mode, mig.length, trans),
+    mig
   };
 }
 
@@ -348,7 +168,11 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
     view.problem = trans.__('The server gave an answer the sidebar does not understand.');
     return view;
   }
-  view.gpus = answer.gpus.map(gpu => gpuRow(gpu, front, trans));
+  const owners: Owners = {
+    ownProcesses: answer.own_processes === 'server' || answer.own_processes === 'user' ? answer.own_processes : null,
+    serverUser: serverUserOf(answer.gpus)
+  };
+  view.gpus = answer.gpus.map(gpu => gpuRow(gpu, front, trans, owners));
   if (!view.gpus.length) {
     view.empty = trans.__('NVML sees no GPU on this server.');
   }
@@ -367,21 +191,73 @@ export function staleLine(stale: unknown, trans: Trans = plainTrans): string | n
     : trans.__('No figures yet: %1', why);
 }
 
+/** What shutting a kernel down frees, for its dialog. */
+export interface ShutdownPlan {
+  kernelId: string;
+  /** The notebook (its session's path), else the kernel's name and the start of its id. */
+  name: string;
+  /** "4,096 MiB on GPU 1, 1,000 MiB on GPU 0 (MIG 3g.20gb)". */
+  frees: string;
+}
+
+/** The GPU memory a kernel holds across the view (every GPU and MIG device), or null when it holds none here. */
+export function shutdownPlan(view: ServerView | null, kernelId: string, trans: Trans = plainTrans): ShutdownPlan | null {
+  let name: string | null = null;
+  const parts: string[] = [];
+  const add = (groups: NotebookGroup[], where: string) => {
+    for (const group of groups) {
+      if (group.kernelId !== kernelId) {
+        continue;
+      }
+      name = name ?? group.shutdown?.name ?? group.label;
+      parts.push(
+        group.usedMib === null
+          ? trans.__('an unknown amount on %1', where)
+          : trans.__('%1 on %2', group.memory.text, where)
+      );
+    }
+  };
+  for (const gpu of view?.gpus ?? []) {
+    add(gpu.notebooks, gpu.short);
+    for (const mig of gpu.mig) {
+      add(mig.notebooks, trans.__('%1 (%2)', gpu.short, mig.short));
+    }
+  }
+  return name === null ? null : { kernelId, name, frees: parts.join(', ') };
+}
+
+/** The line shown while requests fail, and whether reloading the page is the way out (its button). */
+export interface ServerTrouble {
+  text: string;
+  reload: boolean;
+}
+
 /**
  * The line shown while the server does not answer (the last figures stay on screen under it).
- * `status` is the HTTP status of the failed request, or null when no answer came at all.
+ * `status` is the HTTP status of the failed request, or null when no answer came at all. A 403 is a page
+ * whose session ended (JupyterHub stopped and started the user's server: its cookie is gone): retrying
+ * cannot fix that, reloading the page signs in again.
  */
-export function serverProblem(status: number | null, trans: Trans = plainTrans): string {
+export function serverTrouble(status: number | null, trans: Trans = plainTrans): ServerTrouble {
   if (status === null || status === 0) {
-    return trans.__('Server not answering; retrying…');
+    return { text: trans.__('Server not answering; retrying…'), reload: false };
   }
   if (status === 404) {
-    return trans.__(
-      'Server not answering (404: is the tfgpu_magic server extension enabled?); retrying…'
-    );
+    return {
+      text: trans.__('Server not answering (404: is the tfgpu_magic server extension enabled?); retrying…'),
+      reload: false
+    };
   }
   if (status === 403) {
-    return trans.__('Server refused the request (403: logged out?); retrying…');
+    return {
+      text: trans.__("This page's session with the server has ended (403). Reload the page to sign in again."),
+      reload: true
+    };
   }
-  return trans.__('Server not answering (HTTP %1); retrying…', status);
+  return { text: trans.__('Server not answering (HTTP %1); retrying…', status), reload: false };
+}
+
+/** serverTrouble's text alone. */
+export function serverProblem(status: number | null, trans: Trans = plainTrans): string {
+  return serverTrouble(status, trans).text;
 }

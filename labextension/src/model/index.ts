@@ -7,8 +7,12 @@
  * language pack translates the sidebar; the tests use `plainTrans`, which only fills placeholders.
  *
  * The files, each importing only those above it:
- * - format.ts: translation, "not available" values, numbers, sizes and durations as text;
- * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows;
+ * - format.ts: translation, "not available" values, numbers, sizes, durations and times as text;
+ * - processes.ts: a GPU's processes as rows (by notebook, idle time, shut-down eligibility, ownership);
+ * - mig.ts: MIG devices as rows under their GPU;
+ * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows, and what shutting a kernel down frees;
+ * - history.ts: the GPUs' recent samples, merged from answer to answer;
+ * - chart.ts: a GPU's chart as geometry (steps with gaps, ticks, the values under the pointer);
  * - notebook.ts: the kernel comm ("This notebook");
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
  * - consent.ts: whether they apply without asking (notebook trust, the user's remembered answers);
@@ -16,7 +20,11 @@
  */
 
 export * from './format.js';
+export * from './processes.js';
+export * from './mig.js';
 export * from './gpus.js';
+export * from './history.js';
+export * from './chart.js';
 export * from './notebook.js';
 export * from './saved.js';
 export * from './consent.js';

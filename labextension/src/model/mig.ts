@@ -1,0 +1,124 @@
+/**
+ * MIG devices (a GPU split into instances) as rows under their parent GPU: profile, memory bar and their
+ * processes grouped by notebook as a GPU's are. NVML reports neither utilization nor temperature per MIG
+ * device: those read "not reported", never 0.
+ */
+
+import { isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import {
+  FrontNotebook,
+  GpuProcess,
+  groupByNotebook,
+  hiddenSummary,
+  NO_OWNERS,
+  NotebookGroup,
+  OtherProcessRow,
+  Owners
+} from './processes.js';
+
+export interface MigDeviceInfo {
+  uuid: string | NA;
+  /** The MIG slot on its parent GPU. */
+  index: number | NA;
+  name?: string | NA;
+  profile?: string | NA | null;
+  gpu_instance_id?: number | NA | null;
+  compute_instance_id?: number | NA | null;
+  memory_total_mib: number | NA | null;
+  memory_used_mib: number | NA | null;
+  memory_free_mib?: number | NA | null;
+  utilization_gpu_pct?: number | NA | null;
+  processes: GpuProcess[] | NA;
+  hidden_processes?: { count: number; used_mib: number | null | NA } | null;
+  kernel_note?: string;
+  [other: string]: unknown;
+}
+
+export interface MigRow {
+  key: string;
+  /** Its key in the document's `history.gpus` (the MIG device's UUID), or null. */
+  historyKey: string | null;
+  /** "MIG 3g.20gb · slot 0". */
+  heading: Shown;
+  /** "MIG 3g.20gb" (the shut-down dialog's words for where memory is freed). */
+  short: string;
+  memory: MemoryBar;
+  utilization: Shown;
+  notebooks: NotebookGroup[];
+  others: OtherProcessRow[];
+  processesMissing: string | null;
+  hidden: string | null;
+  kernelNote: string;
+}
+
+/** "3g.20gb": the server's profile, else the end of the device's name ("... MIG 3g.20gb"). */
+function profileOf(device: MigDeviceInfo): string | null {
+  if (typeof device.profile === 'string' && device.profile) {
+    return device.profile;
+  }
+  const match = typeof device.name === 'string' ? /MIG\s+(\S+)\s*$/.exec(device.name) : null;
+  return match ? match[1] : null;
+}
+
+export function migRow(
+  device: MigDeviceInfo,
+  front: FrontNotebook | null = null,
+  trans: Trans = plainTrans,
+  owners: Owners = NO_OWNERS
+): MigRow {
+  const profile = profileOf(device);
+  const slot = show(device.index, String, trans);
+  const short = profile ? trans.__('MIG %1', profile) : trans.__('MIG device');
+  const uuid = typeof device.uuid === 'string' ? device.uuid : null;
+  const ids = [
+    uuid ?? '',
+    typeof device.name === 'string' ? device.name : '',
+    isNumber(device.gpu_instance_id) && isNumber(device.compute_instance_id)
+      ? trans.__('GPU instance %1, compute instance %2', device.gpu_instance_id, device.compute_instance_id)
+      : ''
+  ];
+  let grouped: { notebooks: NotebookGroup[]; others: OtherProcessRow[] } = { notebooks: [], others: [] };
+  let processesMissing: string | null = null;
+  if (Array.isArray(device.processes)) {
+    grouped = groupByNotebook(device.processes, front, trans, owners);
+  } else if (isNA(device.processes)) {
+    processesMissing = naReason(device.processes, trans);
+  }
+  const notReported: Shown = {
+    text: trans.__('not reported'),
+    title: trans.__('NVML reports no utilization per MIG device'),
+    na: true
+  };
+  const util = device.utilization_gpu_pct;
+  return {
+    key: `mig-${uuid ?? slot.text}`,
+    historyKey: uuid,
+    heading: {
+      text: trans.__('%1 · slot %2', short, slot.text),
+      title: ids.filter(Boolean).join('\n'),
+      na: false
+    },
+    short,
+    memory: memoryBar(device.memory_used_mib, device.memory_total_mib, trans),
+    utilization: isNumber(util) ? show(util, v => trans.__('%1%', v), trans) : isNA(util) ? show(util, String, trans) : notReported,
+    notebooks: grouped.notebooks,
+    others: grouped.others,
+    processesMissing,
+    hidden: hiddenSummary(device.hidden_processes, trans),
+    kernelNote: typeof device.kernel_note === 'string' ? device.kernel_note : ''
+  };
+}
+
+/**
+ * The line a GPU in MIG mode shows under its heading ("MIG mode · 2 MIG devices"), or null when it is not in
+ * MIG mode (false, null: no MIG; an NA: unknown, said in the tooltip only when MIG devices are listed anyway).
+ */
+export function migLine(mode: unknown, count: number, trans: Trans = plainTrans): string | null {
+  if (mode !== true && !(count > 0)) {
+    return null;
+  }
+  if (!count) {
+    return trans.__('MIG mode: no MIG device created yet');
+  }
+  return trans._n('MIG mode · %1 MIG device', 'MIG mode · %1 MIG devices', count);
+}

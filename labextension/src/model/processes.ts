@@ -1,0 +1,329 @@
+/**
+ * One GPU's (or MIG device's) processes as rows: one row per notebook (kernel) with the memory of all its
+ * processes summed, how long that kernel has been idle and whether the sidebar may shut it down; the other
+ * processes by name, pid and user, marked where they are another Jupyter server's under the same OS user.
+ */
+
+import { formatMiB, formatSpan, isNumber, NA, plainTrans, show, Shown, Trans } from './format.js';
+
+// -- the server's answer: processes ---------------------------------------------------------------------------
+
+export interface SessionInfo {
+  path: string;
+  name: string;
+  type: string;
+}
+
+export interface ProcessKernel {
+  id: string;
+  name: string;
+  execution_state: string;
+  relation: 'kernel' | 'child' | string;
+  sessions: SessionInfo[];
+  /** Unix seconds of the kernel's last message (null: unknown). */
+  last_activity?: number | null;
+  /** Seconds idle while `execution_state` is "idle"; null while busy, starting or unknown. */
+  idle_s?: number | null;
+}
+
+export interface GpuProcess {
+  pid: number | NA;
+  used_mib: number | null | NA;
+  name: string | null | NA;
+  user: string | null | NA;
+  kernel: ProcessKernel | null;
+  /** This server's kernel or its child (or, with `own_processes` "user", any process of the server's OS user). */
+  mine?: boolean;
+}
+
+/** Which processes count as the user's: "user" (the server's OS user's) or "server" (this server's kernels only). */
+export type OwnProcesses = 'user' | 'server' | null;
+
+/** What the rows need to know of the document as a whole. */
+export interface Owners {
+  ownProcesses: OwnProcesses;
+  /** The server's OS user where known (the user of its kernels' processes), else null. */
+  serverUser: string | null;
+}
+
+export const NO_OWNERS: Owners = { ownProcesses: null, serverUser: null };
+
+/** The notebook in front of the user, to mark its row. */
+export interface FrontNotebook {
+  path?: string | null;
+  kernelId?: string | null;
+}
+
+// -- rows -------------------------------------------------------------------------------------------------------
+
+/** A kernel the sidebar offers to shut down: what the dialog names it by. */
+export interface ShutdownTarget {
+  kernelId: string;
+  /** The notebook(s) of its sessions; else the kernel's name and the start of its id. */
+  name: string;
+}
+
+/** One notebook (one kernel) using a GPU, with the memory of all its processes on that GPU. */
+export interface NotebookGroup {
+  key: string;
+  label: string;
+  /** The notebook to open on a click; null when the kernel has no notebook (a console, a bare kernel). */
+  openPath: string | null;
+  kernelId: string;
+  kernelName: string;
+  executionState: string;
+  /** "idle 12 min", "busy", "starting", or "" (unknown). */
+  activity: string;
+  activityTitle: string;
+  usedMib: number | null;
+  memory: Shown;
+  isFront: boolean;
+  /** "" or the words that mark the notebook in front. */
+  mark: string;
+  title: string;
+  /** Set where the kernel's own process is on the GPU (not only a child of it): the row offers "Shut down". */
+  shutdown: ShutdownTarget | null;
+}
+
+/** A process on a GPU that belongs to no kernel of this server. */
+export interface OtherProcessRow {
+  key: string;
+  name: Shown;
+  pid: Shown;
+  user: Shown;
+  memory: Shown;
+  /** "" or a tag: under JupyterHub, a process of the same OS user that is another server's, not this one's. */
+  otherServer: string;
+  title: string;
+}
+
+function preferredSession(sessions: SessionInfo[]): SessionInfo | null {
+  return sessions.find(s => s.type === 'notebook') ?? sessions[0] ?? null;
+}
+
+function relationWords(relation: string, trans: Trans): string {
+  return relation === 'kernel' ? trans.__('the kernel') : trans.__('a child process of the kernel');
+}
+
+/** A kernel's activity as a row shows it: "idle 12 min", "busy" ... ("" when unknown). */
+export function kernelActivity(kernel: ProcessKernel, trans: Trans = plainTrans): { text: string; title: string } {
+  const state = kernel.execution_state;
+  const last = isNumber(kernel.last_activity) ? new Date(kernel.last_activity * 1000).toLocaleString() : '';
+  const lastLine = last ? trans.__('Last activity: %1', last) : '';
+  switch (state) {
+    case 'idle':
+      if (isNumber(kernel.idle_s)) {
+        return {
+          text: trans.__('idle %1', formatSpan(kernel.idle_s, trans)),
+          title: [trans.__('The kernel has run nothing for %1.', formatSpan(kernel.idle_s, trans)), lastLine]
+            .filter(Boolean)
+            .join('\n')
+        };
+      }
+      return { text: trans.__('idle'), title: lastLine };
+    case 'busy':
+      return { text: trans.__('busy'), title: trans.__('The kernel is running code.') };
+    case 'starting':
+      return { text: trans.__('starting'), title: '' };
+    case 'restarting':
+    case 'autorestarting':
+      return { text: trans.__('restarting'), title: '' };
+    case 'dead':
+      return { text: trans.__('dead'), title: trans.__('The kernel has died.') };
+    default:
+      return { text: '', title: lastLine };
+  }
+}
+
+/** What the shut-down dialog calls a kernel: its notebooks' paths, else "python3 8c1d0f6e". */
+function kernelCalled(kernel: ProcessKernel, sessions: SessionInfo[], trans: Trans): string {
+  if (sessions.length) {
+    return sessions.map(s => s.path).join(', ');
+  }
+  return trans.__('%1 (kernel %2)', kernel.name, String(kernel.id).slice(0, 8));
+}
+
+/**
+ * Why a process of no kernel of this server is not the user's even though it runs as their OS user: with
+ * `own_processes` "server" (JupyterHub, every user's server as one OS user) only this server's kernels and
+ * their children are. Other OS users' processes show their user already, so only the same user's are tagged.
+ */
+function otherServerTag(proc: GpuProcess, user: Shown, owners: Owners, trans: Trans): string {
+  if (owners.ownProcesses !== 'server' || proc.mine !== false) {
+    return '';
+  }
+  if (owners.serverUser !== null && (user.na || user.text !== owners.serverUser)) {
+    return '';
+  }
+  return trans.__('another server');
+}
+
+/** Group one GPU's processes by kernel (one row per notebook), summing their memory on that GPU. */
+export function groupByNotebook(
+  processes: GpuProcess[],
+  front: FrontNotebook | null = null,
+  trans: Trans = plainTrans,
+  owners: Owners = NO_OWNERS
+): { notebooks: NotebookGroup[]; others: OtherProcessRow[] } {
+  interface Acc {
+    kernel: ProcessKernel;
+    used: number;
+    unknown: number;
+    pids: string[];
+    order: number;
+    /** Its own process is on this GPU (not only children). */
+    ownProcess: boolean;
+  }
+  const byKernel = new Map<string, Acc>();
+  const others: OtherProcessRow[] = [];
+  processes.forEach((proc, order) => {
+    const kernel = proc && proc.kernel;
+    if (kernel && typeof kernel.id === 'string') {
+      let acc = byKernel.get(kernel.id);
+      if (!acc) {
+        acc = { kernel, used: 0, unknown: 0, pids: [], order, ownProcess: false };
+        byKernel.set(kernel.id, acc);
+      }
+      if (isNumber(proc.used_mib)) {
+        acc.used += proc.used_mib;
+      } else {
+        acc.unknown += 1;
+      }
+      if (kernel.relation === 'kernel') {
+        acc.ownProcess = true;
+      }
+      acc.pids.push(
+        trans.__('pid %1 (%2)', show(proc.pid, String, trans).text, relationWords(kernel.relation, trans))
+      );
+      return;
+    }
+    if (!proc) {
+      return;
+    }
+    const pid = show(proc.pid, String, trans);
+    const name = show(proc.name, String, trans, trans.__('unknown process'));
+    const user = show(proc.user, String, trans, trans.__('unknown user'));
+    const memory = show(proc.used_mib, v => formatMiB(v, trans), trans, trans.__('unknown'));
+    const otherServer = otherServerTag(proc, user, owners, trans);
+    others.push({
+      key: `pid-${pid.text}-${others.length}`,
+      name,
+      pid,
+      user,
+      memory,
+      otherServer,
+      title: [
+        name.title,
+        user.title,
+        memory.title,
+        otherServer
+          ? trans.__("Not this server's: it runs as the same OS user, but belongs to another Jupyter server (another user's, under JupyterHub).")
+          : ''
+      ]
+        .filter(Boolean)
+        .join('; ')
+    });
+  });
+
+  const notebooks: NotebookGroup[] = [];
+  for (const [id, acc] of byKernel) {
+    const sessions = Array.isArray(acc.kernel.sessions) ? acc.kernel.sessions : [];
+    const preferred = preferredSession(sessions);
+    const label = sessions.length ? sessions.map(s => s.path).join(', ') : acc.kernel.name;
+    const known = acc.pids.length - acc.unknown;
+    let memory: Shown;
+    let usedMib: number | null;
+    if (known === 0) {
+      usedMib = null;
+      memory = { text: trans.__('unknown'), title: trans.__('NVML gives no memory figure for its processes'), na: true };
+    } else if (acc.unknown > 0) {
+      usedMib = acc.used;
+      memory = {
+        text: trans.__('at least %1', formatMiB(acc.used, trans)),
+        title: trans._n(
+          '%1 of its processes has no memory figure',
+          '%1 of its processes have no memory figure',
+          acc.unknown
+        ),
+        na: false
+      };
+    } else {
+      usedMib = acc.used;
+      memory = { text: formatMiB(acc.used, trans), title: '', na: false };
+    }
+    const isFront =
+      front !== null &&
+      ((!!front.kernelId && front.kernelId === id) ||
+        (!!front.path && sessions.some(s => s.path === front.path)));
+    const activity = kernelActivity(acc.kernel, trans);
+    const titleLines = [
+      trans.__('Kernel %1 (%2)', acc.kernel.name, acc.kernel.execution_state),
+      ...(activity.title ? [activity.title] : []),
+      ...acc.pids
+    ];
+    if (!sessions.length) {
+      titleLines.push(trans.__('This kernel has no notebook or console open.'));
+    }
+    notebooks.push({
+      key: id,
+      label,
+      openPath: preferred && preferred.type === 'notebook' ? preferred.path : null,
+      kernelId: id,
+      kernelName: acc.kernel.name,
+      executionState: acc.kernel.execution_state,
+      activity: activity.text,
+      activityTitle: activity.title,
+      usedMib,
+      memory,
+      isFront,
+      mark: isFront ? trans.__('this notebook') : '',
+      title: titleLines.join('\n'),
+      shutdown: acc.ownProcess ? { kernelId: id, name: kernelCalled(acc.kernel, sessions, trans) } : null
+    });
+  }
+  // The biggest users first; equal ones in NVML's order.
+  const order = new Map([...byKernel].map(([id, acc]) => [id, acc.order]));
+  notebooks.sort((a, b) => (b.usedMib ?? -1) - (a.usedMib ?? -1) || order.get(a.key)! - order.get(b.key)!);
+  return { notebooks, others };
+}
+
+/** "2 processes of other users, 512 MiB". */
+export function hiddenSummary(
+  hidden: { count: number; used_mib: number | null | NA } | null | undefined,
+  trans: Trans = plainTrans
+): string | null {
+  if (!hidden || !isNumber(hidden.count) || hidden.count <= 0) {
+    return null;
+  }
+  const memory = isNumber(hidden.used_mib) ? formatMiB(hidden.used_mib, trans) : trans.__('memory unknown');
+  return trans._n(
+    '%1 process of other users, %2',
+    '%1 processes of other users, %2',
+    hidden.count,
+    memory
+  );
+}
+
+/** The server's OS user, as the document shows it: the user of a process that is one of its kernels. */
+export function serverUserOf(gpus: unknown): string | null {
+  if (!Array.isArray(gpus)) {
+    return null;
+  }
+  const lists: unknown[] = [];
+  for (const gpu of gpus) {
+    if (gpu && typeof gpu === 'object') {
+      lists.push((gpu as any).processes);
+      if (Array.isArray((gpu as any).mig_devices)) {
+        lists.push(...(gpu as any).mig_devices.map((m: any) => m && m.processes));
+      }
+    }
+  }
+  for (const list of lists) {
+    for (const proc of Array.isArray(list) ? (list as GpuProcess[]) : []) {
+      if (proc && proc.kernel && proc.kernel.relation === 'kernel' && typeof proc.user === 'string') {
+        return proc.user;
+      }
+    }
+  }
+  return null;
+}
