@@ -385,3 +385,79 @@ async def test_a_first_reading_that_hangs_says_why_there_are_no_figures(jp_fetch
     assert doc["gpus"] == [] and doc["nvml"]["available"] is False
     assert doc["nvml"]["error"]["detail"].startswith("no GPU figures yet: the driver has not answered for ")
     assert doc["stale"]["age_s"] is None
+
+
+def test_parents_are_read_once_per_reading_however_many_processes_share_them():
+    """8 GPUs x 64 processes under 16 shared parents, half of them a kernel's: every parent chain is read once."""
+    parents = {**{2000 + i: 1500 + i % 16 for i in range(512)},
+               **{1500 + j: (700 if j % 2 == 0 else 600) for j in range(16)}, 700: 1, 600: 1}
+    asked: list[int] = []
+
+    def parent_of(pid):
+        asked.append(pid)
+        return parents.get(pid)
+
+    snap = {"gpus": [{"index": g, "processes": [{"pid": 2000 + g * 64 + k, "used_mib": 1, "name": "w", "user": "ann"}
+                                                for k in range(64)]} for g in range(8)]}
+    kernels = [{"id": "k", "name": "python3", "pid": 700, "execution_state": "idle", "sessions": []}]
+    doc = gpu_doc.gpu_document(snap, kernels, user="ann", parent_of=parent_of)
+    assert len(asked) == len(set(asked))  # no PID read twice
+    relation = {p["pid"]: (p["kernel"] or {}).get("relation") for g in doc["gpus"] for p in g["processes"]}
+    assert all(relation[2000 + i] == ("child" if (i % 16) % 2 == 0 else None) for i in range(512))
+
+
+def test_processes_of_the_same_os_user_are_not_this_servers_under_own_processes_server():
+    snap = {"gpus": [{"index": 0, "processes": [
+        {"pid": 300, "used_mib": 10, "name": "python", "user": "jovyan"},  # this server's kernel
+        {"pid": 400, "used_mib": 20, "name": "python", "user": "jovyan"},  # another Hub user's kernel, same OS user
+        {"pid": 500, "used_mib": 30, "name": "python", "user": "ann"},
+    ]}]}
+    kernels = [{"id": "k", "name": "python3", "pid": 300, "execution_state": "idle", "sessions": []}]
+
+    def mine(doc):
+        return {p["pid"]: p["mine"] for p in doc["gpus"][0]["processes"]}
+
+    by_user = gpu_doc.gpu_document(snap, kernels, user="jovyan", parent_of=lambda pid: None)
+    assert mine(by_user) == {300: True, 400: True, 500: False} and by_user["own_processes"] == "user"
+    by_server = gpu_doc.gpu_document(snap, kernels, user="jovyan", own_processes="server", parent_of=lambda pid: None)
+    assert mine(by_server) == {300: True, 400: False, 500: False}
+    hidden = gpu_doc.gpu_document(snap, kernels, user="jovyan", own_processes="server", show_other_users=False,
+                                  parent_of=lambda pid: None)
+    assert [p["pid"] for p in hidden["gpus"][0]["processes"]] == [300]
+    assert hidden["gpus"][0]["hidden_processes"] == {"count": 2, "used_mib": 50}
+
+
+@pytest.mark.parametrize("hub_user, option, expected", [
+    (None, "auto", "user"), ("alice", "auto", "server"), ("alice", "user", "user"), (None, "server", "server")])
+def test_own_processes_auto_means_server_under_jupyterhub(monkeypatch, hub_user, option, expected):
+    from tfgpu_magic.server.options import TfgpuServer
+
+    if hub_user is None:
+        monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    else:
+        monkeypatch.setenv("JUPYTERHUB_USER", hub_user)
+    assert TfgpuServer(own_processes=option).own() == expected
+
+
+def test_idle_seconds_count_only_while_idle():
+    now = 1000.0
+    kernels = [{"id": "a", "pid": None, "execution_state": "idle", "last_activity": 880.0, "sessions": []},
+               {"id": "b", "pid": None, "execution_state": "busy", "last_activity": 100.0, "sessions": []},
+               {"id": "c", "pid": None, "execution_state": "idle", "last_activity": None, "sessions": []}]
+    doc = gpu_doc.gpu_document({"gpus": []}, kernels, user=None, now=now)
+    assert [k["idle_s"] for k in doc["kernels"]] == [120.0, None, None]
+
+
+def test_mig_devices_processes_are_matched_to_kernels():
+    process = {"pid": 300, "used_mib": 10, "name": "p", "user": "u"}
+    snap = {"gpus": [{"index": 0, "mig_mode": True, "processes": [process],
+                      "mig_devices": [{"uuid": "MIG-a", "index": 0, "profile": "3g.20gb", "memory_total_mib": 19968,
+                                       "memory_used_mib": 10,
+                                       "processes": [process]},
+                                      {"uuid": "MIG-b", "index": 1, "profile": "2g.10gb", "processes": []}]}]}
+    kernels = [{"id": "k", "pid": 300, "execution_state": "idle", "sessions": [{"path": "a.ipynb"}]}]
+    doc = gpu_doc.gpu_document(snap, kernels, user="u", parent_of=lambda pid: None)
+    gpu = doc["gpus"][0]
+    assert gpu["mig_mode"] is True and [m["uuid"] for m in gpu["mig_devices"]] == ["MIG-a", "MIG-b"]
+    assert gpu["mig_devices"][0]["processes"][0]["kernel"]["id"] == "k"
+    assert gpu["mig_devices"][0]["profile"] == "3g.20gb" and gpu["mig_devices"][1]["processes"] == []
