@@ -35,11 +35,17 @@ $(LABEXT): $(LABEXT_SOURCES) | $(STAMP)
 	$(JLPM) build
 	touch $(LABEXT)
 
-setup: $(STAMP) $(LABEXT)
+# JupyterHub's proxy for tests/hub (a real Hub on loopback): from npm, into the venv, so `make clean` removes it.
+CHP_VERSION := 5.3.0
+CHP := $(VENV)/chp/node_modules/.bin/configurable-http-proxy
+$(CHP): | $(STAMP)
+	npm install --silent --no-audit --no-fund --prefix $(VENV)/chp configurable-http-proxy@$(CHP_VERSION) >/dev/null
+
+setup: $(STAMP) $(LABEXT) $(CHP)
 
 # PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
 # The frontend's model tests (labextension/test, node --test) run inside pytest: tests/frontend/test_sidebar_model.py.
-test: $(STAMP) $(LABEXT)
+test: $(STAMP) $(LABEXT) $(CHP)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest
 

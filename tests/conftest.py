@@ -3,7 +3,7 @@
 environment, real TensorFlow in a fresh process) are in support/harness.py.
 
 The folders are the layers and the markers: core, render, ipython, tf, kernel, server, frontend, browser,
-course, gpu. A test in tf/, kernel/, server/, browser/, course/ or gpu/ carries that marker, so
+course, gpu, hub. A test in tf/, kernel/, server/, browser/, course/, gpu/ or hub/ carries that marker, so
 `pytest -m "not browser"` and `pytest tests/browser` select the same tests."""
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def lab(fake_nvml_lib, tmp_path_factory):
         yield lab
 
 
-MARKED_FOLDERS = ("tf", "kernel", "server", "browser", "course", "gpu")
+MARKED_FOLDERS = ("tf", "kernel", "server", "browser", "course", "gpu", "hub")
 
 
 def pytest_collection_modifyitems(config, items):
