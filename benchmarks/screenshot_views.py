@@ -1,7 +1,9 @@
 """Screenshots of what a notebook shows for `%tfgpu status` and `%tfgpu memory`, in JupyterLab's light and dark
-themes: docs/status-light.png and docs/status-dark.png.
+themes: docs/status-light.png and docs/status-dark.png; with ``--case shared``, `%tfgpu devices` on a shared server
+(docs/shared-light.png, docs/shared-dark.png): the fake NVML library's four GPUs, one of them in MIG mode with two
+MIG devices, and a kernel started with ``CUDA_VISIBLE_DEVICES=1,MIG-5e8b0c1a`` as a scheduler would start it.
 
-    python benchmarks/screenshot_views.py [--out docs] [--width 1100]
+    python benchmarks/screenshot_views.py [--case status|shared] [--out docs] [--width 1100]
 
 Needs jupyterlab, ipykernel, tensorflow-cpu and playwright in this Python (`pip install -e '.[lab,browser]'`)
 and Chromium at /usr/bin/chromium (Debian: `apt-get install chromium`); Playwright's own browser download
@@ -48,11 +50,13 @@ CELLS = [
     "%%tfgpu device /CPU:7\ny = tf.matmul(x, x)",
 ]
 SHOWN = range(3, len(CELLS))  # photographed: the import (its tfgpu line and log block), status, memory, a fallback
+SHARED_CELLS = ["%load_ext tfgpu_magic", "%tfgpu devices", "%tfgpu visible 0"]
+SHARED_GIVEN = "1,MIG-5e8b0c1a"  # a GPU and a MIG device, by index and by a unique UUID prefix
 
 
-def region(page) -> dict[str, float]:
+def region(page, shown) -> dict[str, float]:
     """The rectangle around the photographed cells, inputs and outputs."""
-    boxes = [page.locator(CELL).nth(k).bounding_box() for k in SHOWN]
+    boxes = [page.locator(CELL).nth(k).bounding_box() for k in shown]
     top = min(b["y"] for b in boxes)
     bottom = max(b["y"] + b["height"] for b in boxes)
     left = min(b["x"] for b in boxes)
@@ -77,10 +81,10 @@ CONTRAST_JS = """() => {
 }"""
 
 
-def shoot(page, path: Path) -> None:
+def shoot(page, path: Path, shown=SHOWN) -> None:
     page.wait_for_timeout(600)  # let the theme's fonts and colours settle
     page.mouse.move(0, 0)  # no hover highlight on a row
-    page.screenshot(path=str(path), clip=region(page))
+    page.screenshot(path=str(path), clip=region(page, shown))
     measured = page.evaluate(CONTRAST_JS)
     print(f"{path}: {path.stat().st_size // 1024} KiB; colours as rendered: {json.dumps(measured)}")
 
@@ -89,28 +93,55 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where the two PNGs go (default: docs/)")
     parser.add_argument("--width", type=int, default=1100, help="browser window width in CSS pixels")
+    parser.add_argument("--case", choices=("status", "shared"), default="status", help="which cells (default: status)")
     args = parser.parse_args()
     missing = browser_available()
     if missing:
         print(missing)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.case == "shared":
+        return shared(args)
     with Lab() as lab, lab.browser_page(width=args.width, height=2200) as page:
-        open_new_notebook(page)
-        page.keyboard.press("Control+b")  # the file browser away: the notebook gets the width
-        for index, source in enumerate(CELLS):
-            if index:
-                add_cell_below(page)
-            run_cell(page, index, source, count=index + 1)
-        # The first cell active (outside the picture): no selection bar, no cell toolbar on the last one.
-        page.locator(CELL).first.locator(".jp-InputPrompt").click()
-        page.keyboard.press("Escape")
+        run_cells(page, CELLS)
         shoot(page, args.out / "status-light.png")
 
         set_theme(page, "JupyterLab Dark")
         shoot(page, args.out / "status-dark.png")
     return 0
 
+
+def run_cells(page, cells) -> None:
+    open_new_notebook(page)
+    page.keyboard.press("Control+b")  # the file browser away: the notebook gets the width
+    for index, source in enumerate(cells):
+        if index:
+            add_cell_below(page)
+        # The refused `visible 0` raises: a UsageError is one red line, and the cell still counts as run.
+        run_cell(page, index, source, count=index + 1)
+    # The first cell active (outside the picture): no selection bar, no cell toolbar on the last one.
+    page.locator(CELL).first.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Escape")
+
+
+def shared(args) -> int:
+    import tempfile
+
+    from fakenvml import build_fake_nvml, fake_env, mig_gpu, three_gpus, write_config
+
+    with tempfile.TemporaryDirectory(prefix="tfgpu-shot-") as tmp:
+        lib = build_fake_nvml(tmp)
+        config = three_gpus()
+        config["gpus"].append(mig_gpu())
+        path = write_config(Path(tmp) / "fake_nvml.cfg", config)
+        env = {**fake_env(lib.parent, path, base={}), "CUDA_VISIBLE_DEVICES": SHARED_GIVEN}
+        with Lab(extra_env=env) as lab, lab.browser_page(width=args.width, height=1600) as page:
+            run_cells(page, SHARED_CELLS)
+            shown = range(1, len(SHARED_CELLS))
+            shoot(page, args.out / "shared-light.png", shown)
+            set_theme(page, "JupyterLab Dark")
+            shoot(page, args.out / "shared-dark.png", shown)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
