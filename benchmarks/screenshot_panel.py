@@ -1,7 +1,11 @@
 """Screenshots of the live panel (`%tfgpu panel`) in JupyterLab's light and dark themes, for the README:
 docs/panel-light.png and docs/panel-dark.png (the Memory tab), and docs/panel-devices-light.png (the Devices tab).
 
-    python benchmarks/screenshot_panel.py [--out docs] [--width 1100] [--scale 1]
+    python benchmarks/screenshot_panel.py [--out docs] [--width 1100] [--scale 1] [--mig]
+
+With ``--mig`` the fake gets a fourth GPU, an A100 in MIG mode with two MIG devices, and the kernel starts with
+``CUDA_VISIBLE_DEVICES=1,MIG-5e8b0c1a`` (a scheduler's choice): the Memory tab then shows the MIG devices under their
+GPU and marks the GPUs not given; docs/panel-mig-light.png and docs/panel-mig-dark.png.
 
 Needs jupyterlab, ipykernel, ipywidgets, tensorflow-cpu and playwright in this Python (`pip install -e
 '.[lab,browser]'`), Chromium at /usr/bin/chromium (Debian: `apt-get install chromium`; Playwright's own browser
@@ -29,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # The JupyterLab + Playwright harness and the fake NVML live with the tests, which use them too.
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, three_gpus, write_config  # noqa: E402
+from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, mig_gpu, three_gpus, write_config  # noqa: E402
 from labsession import (  # noqa: E402
     CELL,
     Lab,
@@ -82,6 +86,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="where the PNGs go (default: docs/)")
     parser.add_argument("--width", type=int, default=1100, help="browser window width in CSS pixels")
     parser.add_argument("--scale", type=float, default=1, help="device pixels per CSS pixel (2: a HiDPI picture)")
+    parser.add_argument("--mig", action="store_true", help="a MIG GPU and a scheduler's CUDA_VISIBLE_DEVICES")
     args = parser.parse_args()
     missing = browser_available()
     if missing:
@@ -94,8 +99,13 @@ def main() -> int:
         except FakeNvmlUnavailable as exc:
             print(f"needs the fake NVML for its three GPUs: {exc}")
             return 2
-        config = write_config(Path(tmp) / "fake_nvml.cfg", three_gpus())
-        with Lab(extra_env=fake_env(lib.parent, config, base={})) as lab, \
+        gpus = three_gpus()
+        env = {}
+        if args.mig:
+            gpus["gpus"].append(mig_gpu())
+            env["CUDA_VISIBLE_DEVICES"] = "1,MIG-5e8b0c1a"
+        config = write_config(Path(tmp) / "fake_nvml.cfg", gpus)
+        with Lab(extra_env={**fake_env(lib.parent, config, base={}), **env}) as lab, \
                 lab.browser_page(width=args.width, height=2000, device_scale_factor=args.scale) as page:
             panel = show_panel(page)
             big = start_big_tensor(page)
@@ -103,6 +113,11 @@ def main() -> int:
             # The first cell active (outside the picture): no selection bar, no cell toolbar.
             page.locator(CELL).first.locator(".jp-InputPrompt").click()
             page.keyboard.press("Escape")
+            if args.mig:
+                shoot(page, panel, args.out / "panel-mig-light.png")
+                set_theme(page, "JupyterLab Dark")
+                shoot(page, panel, args.out / "panel-mig-dark.png")
+                return 0
             shoot(page, panel, args.out / "panel-light.png")
             panel_tab(panel, "Devices")
             shoot(page, panel, args.out / "panel-devices-light.png")

@@ -71,6 +71,43 @@ def test_the_panel_shows_gpus_both_numberings_and_settings(shell, panel):
     assert list(tabs.titles) == ["Memory", "Devices", "Cells", "Placement", "Settings"]
 
 
+def test_mig_devices_show_under_their_gpu_and_gpus_not_given_say_so():
+    """A MIG-mode A100 (three MIG devices) and an L4, in a kernel started with only GPU 1 (the L4)."""
+    from tfgpu_magic.core.assignment import Assignment
+
+    controller = Controller(environ={}, nvml_snapshot=gpu_fakes.mig_gpus,
+                            assignment=Assignment.from_environ({"CUDA_VISIBLE_DEVICES": "1"}))
+    panel = Panel(model=LiveModel(controller), magics=None)
+    try:
+        text = text_of(panel)
+    finally:
+        panel.close()
+    for slot, profile in enumerate(("3g.20gb", "2g.10gb", "1g.5gb")):
+        assert f"GPU 0/{slot} · MIG {profile} {gpu_fakes.MIG_UUIDS[slot]}" in text, text
+    assert "1,024 / 19,968 MiB used (5%)" in text  # slot 0's memory, not the parent's
+    assert text.count("not reported per MIG device") == 3
+    gpu0 = text[text.index("GPU 0 · "):text.index("GPU 0/0")]
+    assert "not given to this kernel" in gpu0
+    assert text[text.index("GPU 0/0"):text.index("GPU 1 · ")].count("not given to this kernel") == 3
+    assert "not given to this kernel" not in text[text.index("GPU 1 · "):]
+
+
+def test_a_gpu_whose_mig_device_was_given_says_which():
+    from tfgpu_magic.core.assignment import Assignment
+
+    given = f"1,{gpu_fakes.MIG_UUIDS[1]}"
+    controller = Controller(environ={}, nvml_snapshot=gpu_fakes.mig_gpus,
+                            assignment=Assignment.from_environ({"CUDA_VISIBLE_DEVICES": given}))
+    panel = Panel(model=LiveModel(controller), magics=None)
+    try:
+        text = text_of(panel)
+    finally:
+        panel.close()
+    assert "only its MIG device 0/1 is given to this kernel" in text
+    assert text[text.index("GPU 0/1"):text.index("GPU 0/2")].count("not given") == 0
+    assert text[text.index("GPU 0/2"):text.index("GPU 1 · ")].count("not given to this kernel") == 1
+
+
 def test_terminal_ipython_prints_the_status_instead(shell, capsys):
     shell.run_line_magic("tfgpu", "panel")
     out = capsys.readouterr().out

@@ -107,6 +107,8 @@ class Snapshot:
             row = to_jsonable(gpu)
             row["tf_name"] = self.tf_gpu_names.get(gpu.index)
             row["given"] = self.given(gpu.index)
+            for mig, mig_row in zip(gpu.mig_devices, row.get("mig_devices") or (), strict=False):
+                mig_row["given"] = self.given_mig(mig.uuid, gpu.index)
             gpus.append(row)
         return {
             "schema": SNAPSHOT_SCHEMA,

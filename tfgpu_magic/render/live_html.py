@@ -156,7 +156,15 @@ def memory_html(gpus: dict, memory: dict) -> str:
         util, temp = gpu.get("utilization_gpu_pct"), gpu.get("temperature_c")
         lines.append(f"utilization {_na(util)}{'%' if _num(util) is not None else ''}, "
                      f"temperature {_na(temp)}{' °C' if _num(temp) is not None else ''}")
+        given_migs = [f"{gpu['index']}/{m.get('index')}" for m in gpu.get("mig_devices") or () if m.get("given")]
+        if gpu.get("given") is False and given_migs:
+            lines.append(f"only its MIG device{'s' if len(given_migs) > 1 else ''} {', '.join(given_migs)} "
+                         f"{'are' if len(given_migs) > 1 else 'is'} given to this kernel (see `%tfgpu devices`)")
+        elif gpu.get("given") is False:
+            lines.append("not given to this kernel (see `%tfgpu devices`): CUDA_VISIBLE_DEVICES at its start left "
+                         "it out")
         parts.append(title(label) + _bar(used, mine, total) + "".join(paragraph(line) for line in lines))
+        parts += [_mig_html(gpu, mig) for mig in gpu.get("mig_devices") or ()]
     if gpus.get("gpus"):
         parts.append(paragraph(RESERVED_MEANING, f"margin:6px 0;color:{MUTED}"))
     cpu = tf_memory.get("CPU:0")
@@ -170,6 +178,22 @@ def memory_html(gpus: dict, memory: dict) -> str:
     elif memory.get("state") not in ("initialized",):
         parts.append(paragraph("TensorFlow's allocator figures appear once its runtime starts (its first operation)."))
     return box("panel-memory", *parts)
+
+
+def _mig_html(gpu: dict, mig: dict) -> str:
+    """A MIG device under its parent: its memory, and no utilization or temperature (NVML has none per device)."""
+    used, total = _num(mig.get("memory_used_mib")), _num(mig.get("memory_total_mib"))
+    mine = sum(p.get("used_mib") or 0 for p in mig.get("processes") or () if isinstance(p, dict) and p.get("is_self"))
+    uuid = mig.get("uuid") if isinstance(mig.get("uuid"), str) else "?"
+    label = f"GPU {gpu['index']}/{mig.get('index')} · MIG {_na(mig.get('profile'))} {uuid}"
+    used_text = (f"{used:,} / {total:,} MiB used ({100 * used / total:.0f}%)" if used is not None and total
+                 else f"memory {_na(mig.get('memory_used_mib'))}")
+    lines = [used_text + (f"; this kernel holds {size(mine)}" if mine else ""),
+             "utilization and temperature: not reported per MIG device (the parent's are the whole GPU's)"]
+    if mig.get("given") is False:
+        lines.append("not given to this kernel (see `%tfgpu devices`)")
+    return (f"<div style='margin-left:18px'>{title(label)}{_bar(used, mine or None, total)}"
+            + "".join(paragraph(line) for line in lines) + "</div>")
 
 
 # -- history chart ------------------------------------------------------------------------------------------
