@@ -1,13 +1,19 @@
-"""The sidebar's GPU endpoint under load, against the same server's bare /api/status in the same run.
+"""The server's GPU endpoints under load, against the same server's bare /api/status in the same run.
 
-A real ``jupyter lab`` (tests/labsession.Lab) on loopback whose NVML is the fake library with 8 GPUs and
-32 processes; two of the processes are kernels this server started, so each answer does the full work:
-NVML reading, the sessions query, PID matching, JSON. 20 clients, each on its own keep-alive connection,
-ask as fast as answers come for ``--seconds`` per endpoint (the baseline first). Reported: requests per
-second, p50, p99, errors, and the endpoint's rate as a share of the baseline's. Goal: at least half of
-/api/status's rate, zero errors. Run twice: as configured by default (requests within 0.5 s share one answer),
-and with ``--TfgpuServer.snapshot_max_age=0``, where no answer is reused once made: requests arriving while
-one is being made (NVML read, kernels matched) wait for it, every later one makes a new one.
+Four parts, each against a baseline measured in the same run:
+1. **HTTP load.** A real ``jupyter lab`` (tests/support/labsession.Lab) on loopback whose NVML is the fake
+   library. 20 clients, each on its own keep-alive connection, ask as fast as answers come for ``--seconds`` per
+   endpoint (the baseline first); reported: requests per second, p50, p99, errors, and the rate as a share of the
+   baseline's. Goal: at least half of /api/status's rate, zero errors. Cases: 8 GPUs x 4 processes with two
+   kernels, by default (requests within 0.5 s share one answer) and with ``--TfgpuServer.snapshot_max_age=0``
+   (no finished answer reused); the large case, 8 GPUs x 64 processes with 50 kernels, ``snapshot_max_age`` 0;
+   and the large case with 5 scrapers on ``tfgpu/api/metrics`` beside the 20 clients on ``gpus``.
+2. **One answer's cost** (matching 8 GPUs x 1..64 real processes to 50 kernels, and the JSON), in this process,
+   against the per-process parent walk the server did before (every process's chain read again, no memo).
+   Goal: 3 ms at 8 x 64.
+3. **The sampler when idle**: the server's CPU over 30 s with nobody asking, sampling every 2 s (the default)
+   against the same server with sampling off. Goal: under 0.5% of a core.
+4. **The history's memory**: bytes per sample and for an hour at 2 s, 8 GPUs (tracemalloc).
 
 The clients run in one asyncio loop in this process, on the same 2 cores as the server: both endpoints pay
 that the same way, so the ratio is what compares.
@@ -18,7 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -70,72 +78,247 @@ async def _client(host: str, port: int, path: str, token: str, until: float, lat
         writer.close()
 
 
-async def _load(port: int, path: str, token: str, seconds: float) -> dict:
-    latencies: list[float] = []
-    errors: list[str] = []
+async def _load(port: int, path: str, token: str, seconds: float, clients: int = CLIENTS,
+                beside: tuple[str, int] | None = None) -> dict:
+    """``clients`` on ``path`` for ``seconds``; ``beside`` (path, n): n more clients on another path meanwhile,
+    reported under "beside"."""
     start = time.monotonic()
     until = start + seconds
-    await asyncio.gather(*(_client("127.0.0.1", port, path, token, until, latencies, errors)
-                           for _ in range(CLIENTS)))
+    runs = [(path, clients, [], [])]
+    if beside is not None:
+        runs.append((beside[0], beside[1], [], []))
+    await asyncio.gather(*(_client("127.0.0.1", port, p, token, until, lat, err)
+                           for p, n, lat, err in runs for _ in range(n)))
     elapsed = time.monotonic() - start
+    out = _figures(runs[0], elapsed)
+    if beside is not None:
+        out["beside"] = _figures(runs[1], elapsed)
+    return out
+
+
+def _figures(run_: tuple, elapsed: float) -> dict:
+    path, clients, latencies, errors = run_
     ordered = sorted(latencies)
 
     def pct(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else float("nan")
 
-    return {"path": path, "requests": len(latencies), "seconds": round(elapsed, 2),
+    return {"path": path, "clients": clients, "requests": len(latencies), "seconds": round(elapsed, 2),
             "rps": len(latencies) / elapsed, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
             "mean_ms": statistics.fmean(ordered) * 1000 if ordered else float("nan"),
             "errors": len(errors), "first_errors": errors[:3]}
 
 
-def run(seconds: float, max_age: float | None = None) -> dict:
+def run(seconds: float, max_age: float | None = None, *, gpus: int = GPUS, procs: int = PROCS, kernels: int = 2,
+        scrapers: int = 0) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-sidebar-") as tmp:
         lib = build_fake_nvml(tmp)
         config_path = Path(tmp) / "fake_nvml.cfg"
-        config = n_gpus(GPUS, PROCS)
+        config = n_gpus(gpus, procs)
         write_config(config_path, config)
         args = [] if max_age is None else [f"--TfgpuServer.snapshot_max_age={max_age}"]
-        with Lab(extra_env=fake_env(lib.parent, config_path, base={}), extra_args=args) as lab:
-            kernels = []
-            for name in ("train.ipynb", "eval.ipynb"):
-                session = lab.api("POST", "/api/sessions",
-                               {"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}})
-                kernels.append(session["kernel"]["id"])
-            pids = [p["pid"] for p in lab.api("GET", "/tfgpu/api/gpus")["kernels"]]
-            # Two GPUs' first process is a kernel: the answer maps them to notebooks, as in real use.
-            for gpu, pid in zip(config["gpus"], pids, strict=False):
-                gpu["processes"][0] = {"pid": pid, "used": 4096 * MIB}
+        with Lab(extra_env=fake_env(lib.parent, config_path, base={}), extra_args=args, start_timeout=180) as lab:
+            for k in range(kernels):
+                name = f"notebook-{k}.ipynb"
+                lab.api("POST", "/api/sessions",
+                        {"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}})
+            pids = _kernel_pids(lab, kernels)
+            # Kernels take the GPUs' processes round-robin after the first two (this server, pid 1): each answer
+            # maps them to notebooks, as in real use.
+            for k, pid in enumerate(pids):
+                gpu = config["gpus"][k % gpus]
+                slot = 2 + k // gpus if procs > 2 else 0
+                gpu["processes"][min(slot, procs - 1)] = {"pid": pid, "used": 4096 * MIB}
             write_config(config_path, config)
             time.sleep(1)  # past the server's shared answer (TfgpuServer.snapshot_max_age, 0.5 s by default)
             check = lab.api("GET", "/tfgpu/api/gpus")
             processes = [p for g in check["gpus"] for p in g["processes"]]
             mapped = sum(1 for p in processes if p["kernel"])
-            assert len(check["gpus"]) == GPUS and len(processes) == GPUS * PROCS and mapped == len(pids), check
+            assert len(check["gpus"]) == gpus and len(processes) == gpus * procs and mapped == len(pids), check
             size = len(json.dumps(check))
             status = asyncio.run(_load(lab.port, "/api/status", lab.token, seconds))
-            gpus = asyncio.run(_load(lab.port, "/tfgpu/api/gpus", lab.token, seconds))
-    return {"max_age": max_age, "gpus": GPUS, "processes": GPUS * PROCS, "kernels_mapped": mapped, "clients": CLIENTS,
-            "seconds": seconds, "response_bytes": size, "status": status, "endpoint": gpus,
-            "ratio": gpus["rps"] / status["rps"] if status["rps"] else float("nan")}
+            beside = ("/tfgpu/api/metrics", scrapers) if scrapers else None
+            endpoint = asyncio.run(_load(lab.port, "/tfgpu/api/gpus", lab.token, seconds, beside=beside))
+    return {"max_age": max_age, "gpus": gpus, "processes": gpus * procs, "kernels_mapped": mapped, "clients": CLIENTS,
+            "scrapers": scrapers, "seconds": seconds, "response_bytes": size, "status": status, "endpoint": endpoint,
+            "ratio": endpoint["rps"] / status["rps"] if status["rps"] else float("nan")}
+
+
+def _kernel_pids(lab: Lab, count: int, timeout: float = 180) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [k["pid"] for k in lab.api("GET", "/tfgpu/api/gpus")["kernels"] if k["pid"]]
+        if len(pids) == count:
+            return pids
+        time.sleep(0.5)
+    raise RuntimeError(f"{count} kernels did not all start")
 
 
 def report(r: dict) -> None:
     shared = ("no answer reused once made (snapshot_max_age 0; requests share only one under way)"
               if r["max_age"] == 0 else "answers shared within snapshot_max_age (the default, 0.5 s)")
-    print(f"{shared}: {r['clients']} clients, {r['seconds']:.0f} s per endpoint, {r['gpus']} fake GPUs, "
+    more = f", {r['scrapers']} scrapers on /tfgpu/api/metrics beside them" if r["scrapers"] else ""
+    print(f"{shared}: {r['clients']} clients{more}, {r['seconds']:.0f} s per endpoint, {r['gpus']} fake GPUs, "
           f"{r['processes']} processes ({r['kernels_mapped']} of them kernels mapped to notebooks), "
           f"answer {r['response_bytes']:,} B\n")
     print("| endpoint | requests/s | p50 | p99 | errors |")
     print("|---|---:|---:|---:|---:|")
-    for key, label in (("status", "`/api/status` (baseline)"), ("endpoint", "`/tfgpu/api/gpus`")):
-        m = r[key]
+    rows = [(r["status"], "`/api/status` (baseline)"), (r["endpoint"], "`/tfgpu/api/gpus`")]
+    if "beside" in r["endpoint"]:
+        rows.append((r["endpoint"]["beside"], "`/tfgpu/api/metrics` (beside)"))
+    for m, label in rows:
         print(f"| {label} | {m['rps']:.0f} | {m['p50_ms']:.1f} ms | {m['p99_ms']:.1f} ms | {m['errors']} |")
     goal = "met" if r["ratio"] >= 0.5 and r["endpoint"]["errors"] == 0 else "NOT met"
     print(f"\nThe GPU endpoint's rate is {r['ratio']:.0%} of /api/status's (goal: at least 50%, 0 errors: {goal}).")
-    for key in ("status", "endpoint"):
-        if r[key]["first_errors"]:
-            print(f"{key} errors: {r[key]['first_errors']}")
+    for m, label in rows:
+        if m["first_errors"]:
+            print(f"{label} errors: {m['first_errors']}")
+
+
+# ---- 2. one answer's cost ----------------------------------------------------------------------------------------
+
+
+def _old_parent(pid: int) -> int | None:
+    """The parent read as the server read it before (open() per call)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return int(fields[1]) if len(fields) > 1 else None
+
+
+def _old_match(snap: dict, kernels: list[dict]) -> int:
+    """The baseline: every process's parent chain walked again, no memo (what one answer cost before)."""
+    by_pid = {k["pid"]: k for k in kernels}
+    found = 0
+    for gpu in snap["gpus"]:
+        for proc in gpu["processes"]:
+            current, seen = proc["pid"], set()
+            for _ in range(64):
+                if current in by_pid:
+                    found += 1
+                    break
+                seen.add(current)
+                current = _old_parent(current)
+                if current is None or current <= 1 or current in seen:
+                    break
+    return found
+
+
+def answer_cost(rounds: int = 200) -> list[dict]:
+    """One answer (matching, JSON) at 8 GPUs x 1..64 real processes: 50 shells standing in for kernels, each with
+    9 children, and other processes of the machine (pid 1, this process, PIDs that do not exist)."""
+    from tfgpu_magic.server.feed import encode
+    from tfgpu_magic.server.gpus import ParentCache, gpu_document
+
+    shells = [subprocess.Popen(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9; do sleep 600 & done; wait"])
+              for _ in range(50)]
+    try:
+        time.sleep(1.0)
+        kernels, pool = [], []
+        for k, shell in enumerate(shells):
+            kernels.append({"id": f"kernel-{k}", "name": "python3", "pid": shell.pid, "execution_state": "idle",
+                            "last_activity": time.time() - 60,
+                            "sessions": [{"path": f"work/notebook-{k}.ipynb", "name": f"notebook-{k}.ipynb",
+                                          "type": "notebook"}]})
+            pool += [shell.pid, *_children(shell.pid)]
+        pool += [1, os.getpid(), os.getppid(), *(3900000 + i for i in range(16))]
+        results = []
+        for per_gpu in (1, 4, 16, 64):
+            chosen = pool[:: max(1, len(pool) // (8 * per_gpu))][: 8 * per_gpu]
+            snap = {"available": True, "taken_at": time.time(), "gpus": [
+                {"index": g, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{g}", "memory_total_mib": 81920,
+                 "memory_used_mib": 20000, "processes": [
+                     {"pid": pid, "used_mib": 256, "name": None if pid >= 3900000 else "python",
+                      "user": None if pid >= 3900000 else "ann", "is_self": False}
+                     for pid in chosen[g * per_gpu:(g + 1) * per_gpu]]} for g in range(8)]}
+            parents = ParentCache()
+            gpu_document(snap, kernels, user="ann", parent_of=parents)  # a server's steady state: parents known
+
+            def new() -> None:
+                encode(gpu_document(snap, kernels, user="ann", parent_of=parents))  # noqa: B023
+
+            def first() -> None:
+                encode(gpu_document(snap, kernels, user="ann"))  # noqa: B023 (memo within the reading only)
+
+            def old() -> None:
+                _old_match(snap, kernels)  # noqa: B023
+                json.dumps(snap)  # noqa: B023
+
+            results.append({"per_gpu": per_gpu, "processes": 8 * per_gpu, "kernels": len(kernels),
+                            "new_ms": _median_ms(new, rounds), "first_ms": _median_ms(first, rounds),
+                            "old_ms": _median_ms(old, rounds)})
+        return results
+    finally:
+        for shell in shells:
+            shell.kill()
+        subprocess.run(["pkill", "-f", "^sleep 600$"], check=False)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            out += [int(c) for c in f.read().split()]
+    return out
+
+
+def _median_ms(fn, rounds: int) -> float:
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+# ---- 3. the sampler when idle, 4. the history's memory --------------------------------------------------------
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def sampler_cpu(seconds: float = 30.0) -> dict:
+    """The server's CPU share over ``seconds`` with nobody asking: sampling every 2 s, then sampling off."""
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench-sampler-") as tmp:
+        lib = build_fake_nvml(tmp)
+        config_path = write_config(Path(tmp) / "fake_nvml.cfg", n_gpus(GPUS, PROCS))
+        for label, args in (("sampling", []), ("off", ["--TfgpuServer.history_interval=0"])):
+            with Lab(extra_env=fake_env(lib.parent, config_path, base={}), extra_args=args) as lab:
+                time.sleep(5)  # past start-up
+                before = _cpu_seconds(lab.server.pid)
+                time.sleep(seconds)
+                out[label] = (_cpu_seconds(lab.server.pid) - before) / seconds * 100
+                if label == "sampling":
+                    out["samples"] = len(lab.api("GET", f"/tfgpu/api/gpus?history={seconds + 10}")
+                                         ["history"]["gpus"]["0"]["t"])
+    out["sampler"] = out["sampling"] - out["off"]
+    out["seconds"] = seconds
+    return out
+
+
+def history_memory() -> dict:
+    import tracemalloc
+
+    from tfgpu_magic.server.history import History
+
+    reading = {"gpus": [{"index": i, "memory_used_mib": 1000 + i, "utilization_gpu_pct": 50 + i,
+                         "memory_total_mib": 81920} for i in range(GPUS)]}
+    history = History(2.0, 3600.0)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for k in range(1800):
+        reading = {"gpus": [{**g, "memory_used_mib": 1000 + (k * 7 + i) % 5000} for i, g in enumerate(reading["gpus"])]}
+        history.add(1000.0 + 2 * k, reading)
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return {"samples": len(history), "gpus": GPUS, "bytes": used, "per_sample": used / len(history)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,14 +326,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="load per endpoint (30)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args(argv)
-    # The default configuration, then no reuse of a finished answer.
-    results = [run(args.seconds), run(args.seconds, max_age=0.0)]
-    for result in results:
+    results = {"load": [run(args.seconds), run(args.seconds, max_age=0.0),
+                        run(args.seconds, max_age=0.0, procs=64, kernels=50),
+                        run(args.seconds, max_age=0.0, procs=64, kernels=50, scrapers=5)]}
+    for result in results["load"]:
         report(result)
         print()
+    results["answer"] = answer_cost()
+    print("| processes per GPU (8 GPUs, 50 kernels) | one answer | first answer (no parents known) | "
+          "per-process walk before (baseline) | answer / baseline |")
+    print("|---:|---:|---:|---:|---:|")
+    for a in results["answer"]:
+        print(f"| {a['per_gpu']} ({a['processes']}) | {a['new_ms']:.2f} ms | {a['first_ms']:.2f} ms | "
+              f"{a['old_ms']:.2f} ms | {a['new_ms'] / a['old_ms']:.0%} |")
+    results["sampler"] = s = sampler_cpu()
+    print(f"\nserver CPU over {s['seconds']:.0f} s idle: sampling every 2 s {s['sampling']:.3f}% of a core, sampling "
+          f"off {s['off']:.3f}%: the sampler {s['sampler']:.3f}% ({s['samples']} samples kept)")
+    results["history"] = h = history_memory()
+    print(f"history: {h['per_sample']:.0f} B per sample of {h['gpus']} GPUs; an hour at 2 s ({h['samples']} samples) "
+          f"{h['bytes'] / 1024:.0f} KiB")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
-    return 0 if all(r["endpoint"]["errors"] == 0 for r in results) else 1
+    return 0 if all(r["endpoint"]["errors"] == 0 for r in results["load"]) else 1
 
 
 if __name__ == "__main__":

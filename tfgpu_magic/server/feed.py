@@ -51,6 +51,11 @@ class Answer:
             return self._metrics[content_type]
 
 
+def encode(document: dict[str, Any]) -> bytes:
+    """The document's JSON: compact (no spaces), and no circularity check (it is a tree made here)."""
+    return json.dumps(document, separators=(",", ":"), check_circular=False).encode()
+
+
 def failure_document(why: str, other_users: str) -> dict[str, Any]:
     """What the sidebar gets when the extension itself failed: the NA shape, with the reason."""
     return {
@@ -208,7 +213,7 @@ class GpuFeed:
 
         def job(reading: Callable[[float], dict[str, Any]]) -> Answer:
             document = self._build(reading(max_age), kernels)
-            return Answer(document, json.dumps(document).encode())
+            return Answer(document, encode(document))
 
         return await asyncio.wrap_future(self.worker.submit(job))
 
@@ -227,7 +232,7 @@ class GpuFeed:
             document = dict(self._last.document)
         document["stale"] = {"age_s": round(time.monotonic() - self._last.made_at, 1) if self._last else None,
                              "reason": reason}
-        return Answer(document, json.dumps(document).encode())
+        return Answer(document, encode(document))
 
     def history(self, seconds: float, since: float | None) -> dict[str, Any]:
         worker = self.worker

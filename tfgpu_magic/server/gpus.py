@@ -46,6 +46,29 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
+class ParentCache:
+    """``parent_pid`` remembered for ``ttl`` seconds across readings. A process's parent changes only when its parent
+    exits (it is then reparented to init): for at most ``ttl`` the process still counts as the old parent's
+    kernel's, which is where its GPU memory came from anyway. Bounded: cleared when full."""
+
+    def __init__(self, ttl: float = 2.0, read: Callable[[int], int | None] = parent_pid, limit: int = 16384):
+        self.ttl = ttl
+        self._read = read
+        self._limit = limit
+        self._parents: dict[int, tuple[float, int | None]] = {}
+
+    def __call__(self, pid: int) -> int | None:
+        now = time.monotonic()
+        cached = self._parents.get(pid)
+        if cached is not None and now - cached[0] < self.ttl:
+            return cached[1]
+        parent = self._read(pid)
+        if len(self._parents) >= self._limit:
+            self._parents.clear()
+        self._parents[pid] = (now, parent)
+        return parent
+
+
 class Ancestry:
     """Which of this server's kernels a PID runs under, for one reading: every parent read once (a kernel's
     children, and the shells and daemons above other processes, are shared by many GPU processes)."""
@@ -169,6 +192,17 @@ class _Whose:
         self.user = user
         self.by_user = own_processes != "server"
         self.show_other_users = show_other_users
+        self._views: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _kernel_view(self, kernel: dict[str, Any], relation: str) -> dict[str, Any]:
+        """What a process row says of its kernel: one dict per kernel and relation, shared by its rows."""
+        key = (kernel["id"], relation)
+        if key not in self._views:
+            self._views[key] = {"id": kernel["id"], "name": kernel.get("name"),
+                                "execution_state": kernel.get("execution_state"),
+                                "last_activity": kernel.get("last_activity"), "idle_s": kernel.get("idle_s"),
+                                "relation": relation, "sessions": kernel.get("sessions", [])}
+        return self._views[key]
 
     def processes(self, processes: Any) -> tuple[Any, dict | None, str]:
         """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched)."""
@@ -191,12 +225,7 @@ class _Whose:
                 hidden_count += 1
                 hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
                 continue
-            kernel = None
-            if owner is not None:
-                k, relation = owner
-                kernel = {"id": k["id"], "name": k.get("name"), "execution_state": k.get("execution_state"),
-                          "last_activity": k.get("last_activity"), "idle_s": k.get("idle_s"),
-                          "relation": relation, "sessions": k.get("sessions", [])}
+            kernel = self._kernel_view(*owner) if owner is not None else None
             listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
                            "mine": mine, "kernel": kernel})
         hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None

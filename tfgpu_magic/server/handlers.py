@@ -23,8 +23,8 @@ from jupyter_server.utils import url_path_join
 
 from ..core.inputs import shown
 from .culler import IdleGpuCuller
-from .feed import Answer, GpuFeed, failure_document
-from .gpus import gpu_document, only_indices, parse_indices
+from .feed import Answer, GpuFeed, encode, failure_document
+from .gpus import ParentCache, gpu_document, only_indices, parse_indices
 from .kernels import kernels_of
 from .metrics import renderer
 from .options import TfgpuServer
@@ -50,7 +50,7 @@ class _FeedHandler(APIHandler):
             self.log.exception("tfgpu: reading the GPUs failed")
             document = failure_document(f"the tfgpu server extension failed: {type(exc).__name__}: {exc}",
                                         self.feed.other_users)
-            return Answer(document, json.dumps(document).encode())
+            return Answer(document, encode(document))
 
     def _refuse(self, message: str) -> None:
         self.set_status(400)
@@ -108,7 +108,7 @@ class GpusHandler(_FeedHandler):
                                                       for m in g.get("mig_devices") or ()}
                 history["gpus"] = {k: v for k, v in history["gpus"].items() if k in wanted}
             document = {**document, "history": history}
-        return json.dumps(document).encode()
+        return encode(document)
 
 
 class MetricsHandler(_FeedHandler):
@@ -147,8 +147,11 @@ class Extension:
         async def kernels() -> list[dict[str, Any]]:
             return await kernels_of(server_app, server_app.log)
 
+        parents = ParentCache()  # used in the worker thread only
+
         def build(reading: dict[str, Any], kernel_list: list[dict[str, Any]]) -> dict[str, Any]:
-            return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own)
+            return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own,
+                                parent_of=parents)
 
         self.options = options
         self.feed = GpuFeed(options.snapshot_max_age, kernels, build, stale_after=options.stale_after,
