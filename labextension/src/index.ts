@@ -40,7 +40,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       applier,
       openNotebook: path => {
         void app.commands.execute(CommandIDs.openDocument, { path });
-      }
+      },
+      // The app's own kernel API, as JupyterLab's Running panel shuts kernels down: the notebooks using the
+      // kernel see it go.
+      shutdownKernel: kernelId => app.serviceManager.kernels.shutdown(kernelId)
     });
     app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK });
     if (restorer) {

@@ -10,10 +10,17 @@ import { API_NAMESPACE, REQUEST_TIMEOUT_MS } from './constants';
  * does not answer, and with `ServerConnection.ResponseError` (its `response.status` set) when it answers
  * with an error status, e.g. 404 while the server extension is not enabled. A server that has not answered
  * within `timeoutMs` counts as not answering (NetworkError): the sidebar then says so instead of waiting.
+ * `query` becomes the URL's query string (`{history: '600'}`: `?history=600`).
  */
-export async function requestAPI<T>(endPoint = '', init: RequestInit = {}, timeoutMs = REQUEST_TIMEOUT_MS): Promise<T> {
+export async function requestAPI<T>(
+  endPoint = '',
+  init: RequestInit = {},
+  timeoutMs = REQUEST_TIMEOUT_MS,
+  query: Record<string, string> = {}
+): Promise<T> {
   const settings = ServerConnection.makeSettings();
-  const url = URLExt.join(settings.baseUrl, ...API_NAMESPACE, endPoint);
+  const search = Object.keys(query).length ? URLExt.objectToQueryString(query) : '';
+  const url = URLExt.join(settings.baseUrl, ...API_NAMESPACE, endPoint) + search;
 
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), timeoutMs);

@@ -5,23 +5,38 @@ import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
+import { renderServer, ServerActions } from './allgpus';
 import type { StartApplier } from './apply';
 import { savedOf } from './apply';
 import { NotebookLink } from './comm';
 import { API_GPUS, DEFAULT_REFRESH_S, MAX_BACKOFF_MS, MAX_REFRESH_S, MIN_REFRESH_S, SIDEBAR_ID } from './constants';
+import { GpuChart } from './gpuchart';
 import { gpuIcon } from './icon';
 import {
+  chartView,
   FrontNotebook,
+  historyQuery,
+  isNumber,
+  KeptHistory,
   linkMessage,
+  mergeHistory,
   notebookView,
   refusedView,
   SavedSettings,
-  serverProblem,
-  serverView
+  ServerTrouble,
+  serverTrouble,
+  ServerView,
+  serverView,
+  shutdownPlan,
+  ShutdownTarget
 } from './model';
-import { el, line, renderNotebook, renderRefused, renderServer } from './render';
+import { el, line, renderNotebook, renderRefused } from './render';
 import { requestAPI } from './request';
 import { SavedSection } from './saved';
+import { confirmShutdown } from './shutdown';
+
+/** How long the line on a failed shut-down stays. */
+const ACTION_ERROR_MS = 30000;
 
 export interface IGpuSidebarOptions {
   trans: TranslationBundle;
@@ -31,6 +46,11 @@ export interface IGpuSidebarOptions {
   applier?: StartApplier | null;
   /** Opens a notebook by its server path (the `docmanager:open` command). */
   openNotebook(path: string): void;
+  /**
+   * Shut a kernel of this server down (the app's own kernel API, as JupyterLab's Running panel does); without
+   * it the rows offer no "Shut down".
+   */
+  shutdownKernel?: (kernelId: string) => Promise<void>;
   refreshInterval?: number;
 }
 
@@ -52,6 +72,7 @@ export class GpuSidebar extends Widget {
     this._tracker = options.tracker;
     this._applier = options.applier ?? null;
     this._openNotebook = options.openNotebook;
+    this._shutdownKernel = options.shutdownKernel ?? null;
     const trans = this._trans;
 
     this.id = SIDEBAR_ID;
@@ -131,6 +152,7 @@ export class GpuSidebar extends Widget {
       return;
     }
     this._poll.dispose();
+    clearTimeout(this._actionErrorTimer);
     this._applier?.changed.disconnect(this._onApplied, this);
     this._setLink(null);
     this._saved?.dispose();
@@ -170,14 +192,93 @@ export class GpuSidebar extends Widget {
   }
 
   private async _fetch(): Promise<void> {
+    let data: unknown;
     try {
-      this._data = await requestAPI<unknown>(API_GPUS);
-      this._problem = '';
+      // The whole chart window at first (the server sampled while the sidebar was closed), then only what is new.
+      data = await requestAPI<unknown>(API_GPUS, {}, undefined, historyQuery(this._history));
     } catch (error) {
       const status = error instanceof ServerConnection.ResponseError ? error.response.status : null;
-      this._problem = serverProblem(status, this._trans);
+      this._trouble = serverTrouble(status, this._trans);
       this._renderServer();
       throw error; // the poll backs off
+    }
+    this._data = data;
+    this._trouble = null;
+    this._takeHistory(data);
+    if (!this._renderServer()) {
+      this._updateCharts();
+    }
+  }
+
+  private _takeHistory(data: unknown): void {
+    const answer = typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {};
+    const takenAt = isNumber(answer.taken_at) ? answer.taken_at : null;
+    this._history = mergeHistory(this._history, answer.history, takenAt);
+    const latest = this._history?.latest ?? null;
+    // The chart's "now" is the server's clock (its samples' times), never the browser's.
+    this._serverNow = takenAt === null ? latest : latest === null ? takenAt : Math.max(takenAt, latest);
+  }
+
+  /** The chart of one GPU or MIG device, kept across renders; null where the server keeps no history. */
+  private _chart(key: string | null, utilization: boolean, small = false): HTMLElement | null {
+    const history = this._history;
+    if (key === null || history === null || !history.sampling || this._serverNow === null) {
+      return null;
+    }
+    // A GPU that enters MIG mode (after a reset) stops reporting utilization: its chart is another one then.
+    const slot = `${key} ${utilization}`;
+    let kept = this._charts.get(slot);
+    if (!kept) {
+      kept = { chart: new GpuChart(this._trans, utilization, small), key, utilization };
+      this._charts.set(slot, kept);
+    }
+    kept.chart.update(chartView(key, history, this._serverNow, { utilization }, this._trans));
+    return kept.chart.node;
+  }
+
+  /** New samples into the charts on screen, without rebuilding the rows around them. */
+  private _updateCharts(): void {
+    const history = this._history;
+    for (const [slot, { chart, key, utilization }] of this._charts) {
+      if (!chart.node.isConnected || history === null || this._serverNow === null) {
+        this._charts.delete(slot); // its GPU is gone (or the history): a new chart if it comes back
+        continue;
+      }
+      chart.update(chartView(key, history, this._serverNow, { utilization }, this._trans));
+    }
+  }
+
+  private async _shutdown(target: ShutdownTarget): Promise<void> {
+    const shutdownKernel = this._shutdownKernel;
+    if (!shutdownKernel || this._shuttingDown.has(target.kernelId)) {
+      return;
+    }
+    const trans = this._trans;
+    const plan = shutdownPlan(this._view, target.kernelId, trans) ?? { ...target, frees: '' };
+    if (!(await confirmShutdown(plan, trans))) {
+      return;
+    }
+    this._setActionError('');
+    this._shuttingDown.add(target.kernelId);
+    this._renderServer();
+    try {
+      await shutdownKernel(target.kernelId);
+    } catch (error) {
+      const reason = error instanceof Error && error.message ? error.message : String(error);
+      this._setActionError(trans.__('Could not shut down the kernel of %1: %2', plan.name, reason));
+    } finally {
+      this._shuttingDown.delete(target.kernelId);
+    }
+    this._renderServer();
+    // At once, not at the next tick: the row goes with this answer.
+    void this._poll.refresh();
+  }
+
+  private _setActionError(text: string): void {
+    clearTimeout(this._actionErrorTimer);
+    this._actionError = text;
+    if (text) {
+      this._actionErrorTimer = setTimeout(() => this._setActionError(''), ACTION_ERROR_MS);
     }
     this._renderServer();
   }
@@ -187,20 +288,51 @@ export class GpuSidebar extends Widget {
     return link ? { path: link.path, kernelId: link.kernelId } : null;
   }
 
-  private _renderServer(): void {
+  /** Render "All GPUs" if what it shows changed; true when it did. */
+  private _renderServer(): boolean {
     const trans = this._trans;
     const view = this._data === undefined ? null : serverView(this._data, this._front(), trans);
-    const key = JSON.stringify([view, this._problem]);
+    this._view = view;
+    const history = this._history;
+    const charts = history !== null && history.sampling;
+    const historyNote =
+      history !== null && !history.sampling
+        ? history.note || trans.__('The server keeps no history of the GPUs: no charts.')
+        : '';
+    const trouble = this._trouble;
+    const key = JSON.stringify([view, trouble, this._actionError, charts, historyNote, [...this._shuttingDown]]);
     if (key === this._serverKey) {
-      return;
+      return false;
     }
     this._serverKey = key;
-    this._serverStatus.replaceChildren(...(this._problem ? [line(this._problem, 'warn', 'tfgpu-offline')] : []));
+    const status: HTMLElement[] = [];
+    if (trouble) {
+      status.push(line(trouble.text, 'warn', 'tfgpu-offline'));
+      if (trouble.reload) {
+        const reload = el('button', 'jp-Button jp-mod-styled jp-mod-accept tfgpu-reload', trans.__('Reload page'));
+        reload.type = 'button';
+        reload.addEventListener('click', () => window.location.reload());
+        status.push(reload);
+      }
+    }
+    if (this._actionError) {
+      status.push(line(this._actionError, 'error', 'tfgpu-shutdown-error'));
+    }
+    this._serverStatus.replaceChildren(...status);
+    const actions: ServerActions = {
+      openNotebook: this._openNotebook,
+      chart: (key, utilization, small) => this._chart(key, utilization, small),
+      shuttingDown: kernelId => this._shuttingDown.has(kernelId)
+    };
+    if (this._shutdownKernel) {
+      actions.shutdown = target => {
+        this._shutdown(target).catch(error => console.error('tfgpu_magic: shutting the kernel down failed', error));
+      };
+    }
     this._serverBody.replaceChildren(
-      view === null && this._problem
-        ? document.createDocumentFragment()
-        : renderServer(view, { openNotebook: this._openNotebook }, trans)
+      view === null && trouble ? document.createDocumentFragment() : renderServer(view, actions, trans, historyNote)
     );
+    return true;
   }
 
   private _renderNotebook(): void {
@@ -315,9 +447,19 @@ export class GpuSidebar extends Widget {
   private _saved: SavedSection | null;
   private _refused: HTMLDivElement;
   private _openNotebook: (path: string) => void;
+  private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
   private _poll: Poll;
   private _data: unknown = undefined;
-  private _problem = '';
+  private _view: ServerView | null = null;
+  private _trouble: ServerTrouble | null = null;
+  private _history: KeptHistory | null = null;
+  /** The server's time of its last answer (unix seconds): the charts' right edge. */
+  private _serverNow: number | null = null;
+  /** The charts on screen, by series key and kind (with utilization or memory only). */
+  private _charts = new Map<string, { chart: GpuChart; key: string; utilization: boolean }>();
+  private _shuttingDown = new Set<string>();
+  private _actionError = '';
+  private _actionErrorTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   private _serverKey = '';
   private _notebookKey = '';
   private _link: NotebookLink | null = null;

@@ -1,1 +1,3 @@
 import './base.css';
+import './allgpus.css';
+import './charts.css';

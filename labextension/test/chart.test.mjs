@@ -187,6 +187,9 @@ test("the fixture's charts: memory as % of total with a gap, utilization beside 
   const right = hoverAt(h100, 1);
   assert.equal(right.x, CHART_W);
   assert.match(right.text, /^\d\d:\d\d:\d\d · mem 37% · util 10%$/);
+  // The label's two lines: the clock time, then the values.
+  assert.match(right.time, /^\d\d:\d\d:\d\d$/);
+  assert.equal(right.values, 'mem 37% · util 10%');
   const inGap = hoverAt(h100, (shared.history.gpus['1'].t[105] - h100.start) / 600);
   assert.match(inGap.text, /mem n\/a · util n\/a$/);
   const migHover = hoverAt(mig, 0.5);

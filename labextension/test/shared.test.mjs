@@ -60,6 +60,11 @@ test('a GPU in MIG mode lists its MIG devices as rows, and their processes under
   );
   // The heading's tooltip says which instance it is.
   assert.match(a100.mig[0].heading.title, /MIG-5e8b0c1a.*\n.*3g\.20gb\nGPU instance 1, compute instance 0/);
+  // The GPU's notes on its processes (the union) would repeat its devices' own: left to the devices.
+  const noted = { ...shared.gpus[0], kernel_note: '1 process is not visible', hidden_processes: { count: 1, used_mib: 5 } };
+  const parent = serverView({ ...shared, gpus: [noted] }).gpus[0];
+  assert.equal(parent.kernelNote, '');
+  assert.equal(parent.hidden, null);
   // A GPU without MIG: no line, no rows.
   assert.equal(h100.migLine, null);
   assert.deepEqual(h100.mig, []);

@@ -248,16 +248,26 @@ export function chartView(
   };
 }
 
-/** What the hover label says at `fraction` (0 … 1) of the chart's width: the time and each series' value. */
+/**
+ * What the hover label says at `fraction` (0 … 1) of the chart's width: the clock time, each series' value
+ * ("mem 45% · util 45%"), and both on one line (`text`).
+ */
 export function hoverAt(
   view: ChartView,
   fraction: number,
   trans: Trans = plainTrans
-): { t: number; x: number; text: string } {
+): { t: number; x: number; time: string; values: string; text: string } {
   const f = Math.min(1, Math.max(0, fraction));
   const t = view.start + f * (view.end - view.start);
-  const values = view.series.map(
-    s => trans.__('%1 %2', s.id === 'memory' ? trans.__('mem') : trans.__('util'), pctText(valueAt(s.t, s.pct, t, view.maxHold), trans))
-  );
-  return { t, x: f * CHART_W, text: [clockTime(t), ...values].join(' · ') };
+  const values = view.series
+    .map(s =>
+      trans.__(
+        '%1 %2',
+        s.id === 'memory' ? trans.__('mem') : trans.__('util'),
+        pctText(valueAt(s.t, s.pct, t, view.maxHold), trans)
+      )
+    )
+    .join(' · ');
+  const time = clockTime(t);
+  return { t, x: f * CHART_W, time, values, text: `${time} · ${values}` };
 }

@@ -136,8 +136,9 @@ export function gpuRow(
     notebooks: grouped.notebooks,
     others: grouped.others,
     processesMissing,
-    hidden: hiddenSummary(gpu.hidden_processes, trans),
-    kernelNote: typeof gpu.kernel_note === 'string' ? gpu.kernel_note : '',
+    // In MIG mode these describe the union of the devices' processes: each device says its own part.
+    hidden: mig.length ? null : hiddenSummary(gpu.hidden_processes, trans),
+    kernelNote: !mig.length && typeof gpu.kernel_note === 'string' ? gpu.kernel_note : '',
     historyKey: index.na ? null : index.text,
     short: trans.__('GPU %1', index.text),
     migLine: migLine(gpu.mig_mode, mig.length, trans),

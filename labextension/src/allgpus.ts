@@ -1,0 +1,253 @@
+/**
+ * DOM of the "All GPUs" section: one block per GPU (memory bar, figures, chart), its MIG devices as rows
+ * under it, and each device's processes grouped by notebook, with "Shut down" on this server's kernels.
+ * Text goes in with `textContent` only (render.ts's helpers).
+ */
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { closeIcon } from '@jupyterlab/ui-components';
+
+import type { GpuRow, MemoryBar, MigRow, NotebookGroup, OtherProcessRow, ServerView, ShutdownTarget, Shown } from './model';
+import { el, line, shown } from './render';
+
+export interface ServerActions {
+  openNotebook(path: string): void;
+  /**
+   * The chart of the series `key` (a GPU's or a MIG device's key in the history), kept by the sidebar across
+   * renders; null where there is none (no history from the server, or it does not sample).
+   */
+  chart(key: string | null, utilization: boolean, small?: boolean): HTMLElement | null;
+  /** Offer to shut the kernel down (its dialog); absent: no "Shut down" buttons. */
+  shutdown?(target: ShutdownTarget): void;
+  /** Whether a shut-down of this kernel is under way (its button is then disabled). */
+  shuttingDown?(kernelId: string): boolean;
+}
+
+function shutdownButton(target: ShutdownTarget, actions: ServerActions, trans: TranslationBundle): HTMLButtonElement {
+  const label = trans.__('Shut down the kernel of %1', target.name);
+  const button = el('button', 'jp-Button jp-mod-minimal tfgpu-shutdown', undefined, label);
+  button.type = 'button';
+  button.setAttribute('aria-label', label);
+  button.dataset.kernelId = target.kernelId;
+  button.appendChild(closeIcon.element({ tag: 'span', className: 'tfgpu-shutdown-icon' }));
+  button.disabled = actions.shuttingDown?.(target.kernelId) ?? false;
+  button.addEventListener('click', (event: MouseEvent) => {
+    event.stopPropagation();
+    actions.shutdown?.(target);
+  });
+  return button;
+}
+
+function notebookRow(group: NotebookGroup, actions: ServerActions, trans: TranslationBundle): HTMLLIElement {
+  const row = el('li', 'tfgpu-item tfgpu-notebook', undefined, `${group.label}\n${group.title}`);
+  row.dataset.kernelId = group.kernelId;
+  if (group.isFront) {
+    row.classList.add('tfgpu-front');
+  }
+  if (group.executionState === 'busy') {
+    row.classList.add('tfgpu-busy');
+  }
+  if (group.mark) {
+    // A dot, named for screen readers and in its tooltip: the label keeps the narrow sidebar's width.
+    const mark = el('span', 'tfgpu-mark', '\u25CF', group.mark);
+    mark.setAttribute('role', 'img');
+    mark.setAttribute('aria-label', group.mark);
+    row.appendChild(mark);
+  }
+  // The part that opens the notebook; the shut-down button beside it is a button of its own, not inside it.
+  const open = el('span', 'tfgpu-open');
+  open.appendChild(el('span', 'tfgpu-item-label', group.label));
+  if (group.activity) {
+    open.appendChild(el('span', 'tfgpu-activity', group.activity, group.activityTitle));
+  }
+  open.appendChild(shown(group.memory, 'tfgpu-item-figure'));
+  row.appendChild(open);
+  const path = group.openPath;
+  if (path !== null) {
+    open.classList.add('tfgpu-clickable');
+    open.tabIndex = 0;
+    open.setAttribute('role', 'button');
+    open.setAttribute('aria-label', trans.__('Open %1', path));
+    open.addEventListener('click', () => actions.openNotebook(path));
+    open.addEventListener('keydown', (event: KeyboardEvent) => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        actions.openNotebook(path);
+      }
+    });
+  }
+  if (group.shutdown && actions.shutdown) {
+    row.appendChild(shutdownButton(group.shutdown, actions, trans));
+  }
+  return row;
+}
+
+function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElement {
+  const summary = `${proc.name.text} · ${trans.__('pid %1', proc.pid.text)} · ${proc.user.text} · ${proc.memory.text}`;
+  const row = el('li', 'tfgpu-item tfgpu-process', undefined, [summary, proc.title].filter(Boolean).join('\n'));
+  const label = el('span', 'tfgpu-item-label');
+  label.appendChild(shown(proc.name));
+  label.appendChild(el('span', 'tfgpu-muted', ` ${trans.__('pid %1', proc.pid.text)} · `));
+  label.appendChild(shown(proc.user, 'tfgpu-muted'));
+  row.appendChild(label);
+  if (proc.otherServer) {
+    row.classList.add('tfgpu-other-server');
+    row.appendChild(el('span', 'tfgpu-tag', proc.otherServer));
+  }
+  row.appendChild(shown(proc.memory, 'tfgpu-item-figure'));
+  return row;
+}
+
+function memoryMeter(memory: MemoryBar, trans: TranslationBundle): HTMLDivElement {
+  const bar = el('div', 'tfgpu-bar', undefined, memory.title || memory.text);
+  bar.setAttribute('role', 'meter');
+  bar.setAttribute('aria-label', trans.__('Memory used'));
+  bar.setAttribute('aria-valuemin', '0');
+  bar.setAttribute('aria-valuemax', '100');
+  if (memory.percent !== null) {
+    bar.setAttribute('aria-valuenow', String(memory.percent));
+  }
+  bar.setAttribute('aria-valuetext', memory.text);
+  const fill = el('div', 'tfgpu-bar-fill');
+  fill.style.width = `${((memory.fraction ?? 0) * 100).toFixed(1)}%`;
+  if ((memory.fraction ?? 0) >= 0.9) {
+    fill.classList.add('tfgpu-bar-high');
+  }
+  bar.appendChild(fill);
+  return bar;
+}
+
+function figures(memory: MemoryBar, right: [string, Shown, string][]): HTMLDivElement {
+  const node = el('div', 'tfgpu-figures');
+  node.appendChild(shown({ text: memory.text, title: memory.title, na: memory.na }, 'tfgpu-memory'));
+  const side = el('span', 'tfgpu-figures-right');
+  right.forEach(([label, value, className], i) => {
+    if (i) {
+      side.appendChild(el('span', 'tfgpu-muted', ' · '));
+    }
+    if (label) {
+      side.appendChild(el('span', 'tfgpu-muted', label + ' '));
+    }
+    side.appendChild(shown(value, className));
+  });
+  node.appendChild(side);
+  return node;
+}
+
+/** The process rows of a GPU or MIG device, and the lines on what is missing from them. */
+function processList(
+  device: Pick<GpuRow, 'notebooks' | 'others' | 'processesMissing' | 'hidden' | 'kernelNote'>,
+  sayNoProcess: boolean,
+  actions: ServerActions,
+  trans: TranslationBundle
+): HTMLElement[] {
+  const nodes: HTMLElement[] = [];
+  if (device.notebooks.length || device.others.length) {
+    const list = el('ul', 'tfgpu-list');
+    for (const group of device.notebooks) {
+      list.appendChild(notebookRow(group, actions, trans));
+    }
+    for (const proc of device.others) {
+      list.appendChild(otherRow(proc, trans));
+    }
+    nodes.push(list);
+  } else if (sayNoProcess && device.processesMissing === null && !device.hidden) {
+    nodes.push(line(trans.__('No process.'), 'muted'));
+  }
+  if (device.processesMissing !== null) {
+    nodes.push(line(trans.__('Processes: n/a (%1)', device.processesMissing), 'muted'));
+  }
+  if (device.hidden) {
+    nodes.push(line(device.hidden, 'muted', 'tfgpu-hidden'));
+  }
+  if (device.kernelNote) {
+    nodes.push(line(device.kernelNote, 'muted', 'tfgpu-note'));
+  }
+  return nodes;
+}
+
+function migBlock(mig: MigRow, actions: ServerActions, trans: TranslationBundle): HTMLDivElement {
+  const block = el('div', 'tfgpu-mig');
+  block.dataset.mig = mig.historyKey ?? mig.key;
+  block.appendChild(el('div', 'tfgpu-mig-heading', mig.heading.text, mig.heading.title || mig.heading.text));
+  block.appendChild(memoryMeter(mig.memory, trans));
+  block.appendChild(figures(mig.memory, [[trans.__('util'), mig.utilization, 'tfgpu-util']]));
+  const chart = actions.chart(mig.historyKey, false, true);
+  if (chart) {
+    block.appendChild(chart);
+  }
+  block.append(...processList(mig, true, actions, trans));
+  return block;
+}
+
+function gpuBlock(gpu: GpuRow, actions: ServerActions, trans: TranslationBundle): HTMLDivElement {
+  const block = el('div', 'tfgpu-gpu');
+  block.dataset.gpu = gpu.key;
+  block.appendChild(el('div', 'tfgpu-gpu-heading', gpu.heading.text, gpu.heading.title || gpu.heading.text));
+  if (gpu.error !== null) {
+    block.classList.add('tfgpu-gpu-failed');
+    block.appendChild(line(gpu.error, 'error'));
+  } else {
+    block.appendChild(memoryMeter(gpu.memory, trans));
+    block.appendChild(
+      figures(gpu.memory, [
+        [trans.__('util'), gpu.utilization, 'tfgpu-util'],
+        ['', gpu.temperature, 'tfgpu-temp']
+      ])
+    );
+    // In MIG mode NVML reports no utilization for the GPU either: memory only.
+    const chart = actions.chart(gpu.historyKey, gpu.migLine === null);
+    if (chart) {
+      block.appendChild(chart);
+    }
+  }
+  if (gpu.migLine) {
+    block.appendChild(line(gpu.migLine, 'muted', 'tfgpu-mig-mode'));
+  }
+  if (gpu.mig.length) {
+    block.classList.add('tfgpu-gpu-mig');
+    const list = el('div', 'tfgpu-mig-list');
+    for (const mig of gpu.mig) {
+      list.appendChild(migBlock(mig, actions, trans));
+    }
+    block.appendChild(list);
+  }
+  // In MIG mode the processes are the MIG devices' (listed under each); the GPU lists none of its own.
+  block.append(...processList(gpu, gpu.error === null && !gpu.migLine, actions, trans));
+  return block;
+}
+
+/** The body of "All GPUs"; `historyNote` is the server's reason it keeps no chart history (or ""). */
+export function renderServer(
+  view: ServerView | null,
+  actions: ServerActions,
+  trans: TranslationBundle,
+  historyNote = ''
+): DocumentFragment {
+  const out = document.createDocumentFragment();
+  if (view === null) {
+    out.appendChild(line(trans.__('Asking the server…'), 'muted'));
+    return out;
+  }
+  if (view.problem !== null) {
+    out.appendChild(line(view.problem, 'warn', 'tfgpu-problem'));
+  }
+  if (view.stale !== null && view.problem === null) {
+    out.appendChild(line(view.stale, 'warn', 'tfgpu-stale'));
+  }
+  if (view.driver) {
+    out.appendChild(line(view.driver, 'muted', 'tfgpu-driver'));
+  }
+  if (historyNote && view.problem === null) {
+    out.appendChild(line(historyNote, 'muted', 'tfgpu-history-note'));
+  }
+  if (view.empty !== null) {
+    out.appendChild(line(view.empty, 'muted'));
+  }
+  for (const gpu of view.gpus) {
+    out.appendChild(gpuBlock(gpu, actions, trans));
+  }
+  if (view.kernelNote) {
+    out.appendChild(line(view.kernelNote, 'muted', 'tfgpu-note'));
+  }
+  return out;
+}
