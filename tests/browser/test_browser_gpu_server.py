@@ -26,9 +26,9 @@ from labsession import (
     SIDEBAR_TAB,
     Lab,
     close_notebook,
+    keep_screenshot,
     kernel_expression,
     kernel_id,
-    keep_screenshot,
     open_notebook,
     require_browser,
     set_theme,
@@ -228,7 +228,8 @@ def test_each_gpu_has_a_chart_the_moment_the_sidebar_opens(page, gpu_lab, tmp_pa
     expect(hover.locator(".tfgpu-chart-hover-values")).to_have_text(re.compile(r"^mem \d+% · util \d+%$"))
     # Inside the plot, however narrow the sidebar: never cut off at its edge.
     plot_box, hover_box = h100.locator(".tfgpu-chart-plot").bounding_box(), hover.bounding_box()
-    assert plot_box["x"] <= hover_box["x"] and hover_box["x"] + hover_box["width"] <= plot_box["x"] + plot_box["width"] + 1
+    assert plot_box["x"] <= hover_box["x"]
+    assert hover_box["x"] + hover_box["width"] <= plot_box["x"] + plot_box["width"] + 1
     cursor = h100.locator(".tfgpu-chart-cursor")  # a vertical line: no width, so no Playwright "visible"
     assert cursor.evaluate("n => getComputedStyle(n).display") != "none"
     assert float(cursor.get_attribute("x1")) > 290, cursor.get_attribute("x1")  # at the pointer (the box is 300 wide)
@@ -377,6 +378,17 @@ def test_mig_devices_are_rows_under_their_gpu(page, gpu_lab, tmp_path):
     expect(slots.nth(1)).to_contain_text("pid 3999903")
     shoot(page, a100, tmp_path, "sidebar-mig")
 
+    # A shut-down the server refuses: one line says so, and the kernel runs on.
+    page.route("**/api/kernels/*", lambda route: route.fulfill(
+        status=500, content_type="application/json", body='{"message": "refused for the test"}')
+        if route.request.method == "DELETE" else route.continue_())
+    row.locator(".tfgpu-shutdown").click()
+    page.locator(".jp-Dialog button.tfgpu-shutdown-confirm").click()
+    error = sidebar.locator(".tfgpu-shutdown-error")
+    expect(error).to_contain_text("Could not shut down the kernel of mig.ipynb", timeout=30_000)
+    assert mig_kernel in gpu_lab.kernel_ids()
+    expect(row).to_be_visible()
+
 
 def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
     """JupyterHub stopped and started the user's server: the page's session is gone. The sidebar says so, with a
@@ -405,3 +417,23 @@ def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
     with page.expect_navigation(timeout=60_000):
         reload.click()
     wait_for_app(page)
+
+
+def test_a_server_that_keeps_no_history_says_so_in_one_line(page, gpu_lab):
+    """Sampling off (TfgpuServer.history_interval=0, or NVML unavailable): the server's note in one muted line, and
+    no empty charts."""
+    from playwright.sync_api import expect
+
+    def no_history(route):
+        answer = route.fetch()
+        document = answer.json()
+        document["history"] = {"interval_s": 0, "kept_s": 3600, "sampling": False, "gpus": {},
+                               "note": "sampling is off (TfgpuServer.history_interval is 0)"}
+        route.fulfill(response=answer, json=document)
+
+    wait_for_app(page)
+    page.route("**/tfgpu/api/gpus*", no_history)
+    sidebar = open_sidebar(page)
+    expect(gpu_block(sidebar, 1)).to_be_visible(timeout=30_000)
+    expect(sidebar.locator(".tfgpu-history-note")).to_have_text("sampling is off (TfgpuServer.history_interval is 0)")
+    expect(sidebar.locator(".tfgpu-chart")).to_have_count(0)

@@ -4,7 +4,7 @@
  * device: those read "not reported", never 0.
  */
 
-import { isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import { formatInt, isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
 import {
   FrontNotebook,
   GpuProcess,
@@ -100,7 +100,7 @@ export function migRow(
     },
     short,
     memory: memoryBar(device.memory_used_mib, device.memory_total_mib, trans),
-    utilization: isNumber(util) ? show(util, v => trans.__('%1%', v), trans) : isNA(util) ? show(util, String, trans) : notReported,
+    utilization: isNumber(util) ? show(util, v => trans.__('%1%', formatInt(v)), trans) : isNA(util) ? show(util, String, trans) : notReported,
     notebooks: grouped.notebooks,
     others: grouped.others,
     processesMissing,
