@@ -91,7 +91,16 @@ function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElemen
   row.appendChild(label);
   if (proc.otherServer) {
     row.classList.add('tfgpu-other-server');
-    row.appendChild(el('span', 'tfgpu-tag', proc.otherServer));
+    row.appendChild(
+      el(
+        'span',
+        'tfgpu-tag',
+        proc.otherServer,
+        trans.__(
+          "Runs as this server's OS user but is none of this server's kernels: under JupyterHub every user's server may run as one OS user, so it may be another user's."
+        )
+      )
+    );
   }
   row.appendChild(shown(proc.memory, 'tfgpu-item-figure'));
   return row;

@@ -15,7 +15,8 @@ import {
   serverUserOf,
   serverView,
   shutdownPlan,
-  strfmt
+  strfmt,
+  withKernels
 } from '../../lib/model/index.js';
 
 const shared = JSON.parse(readFileSync(new URL('./fixtures/gpus_shared.json', import.meta.url), 'utf8'));
@@ -153,11 +154,11 @@ test('idle spans are coarse: the row changes at most once a minute', () => {
 test("with own_processes \"server\", the same OS user's other processes are another server's", () => {
   const h100 = serverView(shared).gpus[1];
   const byPid = Object.fromEntries(h100.others.map(o => [o.pid.text, o]));
-  assert.equal(byPid['6001'].otherServer, 'another server');
+  assert.equal(byPid['6001'].otherServer, 'not this server’s');
   assert.match(byPid['6001'].title, /another Jupyter server/);
   // Another OS user's process shows its user; it is not tagged as a server of this user.
   assert.equal(byPid['1'].otherServer, '');
-  assert.equal(serverView(shared).gpus[0].mig[1].others[0].otherServer, 'another server');
+  assert.equal(serverView(shared).gpus[0].mig[1].others[0].otherServer, 'not this server’s');
   assert.equal(serverUserOf(shared.gpus), 'ann');
 });
 
@@ -171,7 +172,7 @@ test('with own_processes "user" (or an older server) nothing is tagged', () => {
     ownProcesses: 'server',
     serverUser: null
   });
-  assert.equal(lone.others[0].otherServer, 'another server');
+  assert.equal(lone.others[0].otherServer, 'not this server’s');
   const mine = groupByNotebook([proc(3, 10, null, { mine: true })], null, undefined, {
     ownProcesses: 'server',
     serverUser: 'ann'
@@ -205,7 +206,7 @@ test('the new sentences go through the translation bundle too', () => {
   assert.equal(train.activity, '«idle «12 min»»');
   assert.equal(serverTrouble(403, marked).text.startsWith('«'), true);
   assert.equal(shutdownPlan(view, KB, marked).frees, '««4,096 MiB» on «GPU 1»»');
-  assert.equal(view.gpus[1].others.find(o => o.pid.text === '6001').otherServer, '«another server»');
+  assert.equal(view.gpus[1].others.find(o => o.pid.text === '6001').otherServer, '«not this server’s»');
 });
 
 test("nothing the new rows print is a JavaScript accident", () => {
@@ -214,4 +215,32 @@ test("nothing the new rows print is a JavaScript accident", () => {
     assert.ok(!text.includes(accident), `"${accident}" in the view`);
   }
   assert.ok(KC); // the busy kernel of the fixture, without a notebook
+});
+
+test('rows name their kernel by id; the kernels list gives each kernel once, and the view reads the same', () => {
+  // The server's wire form: a process says {id, relation}; name, state, idle time and sessions are in `kernels`.
+  const slim = structuredClone(shared);
+  const full = new Map();
+  const strip = processes => {
+    for (const proc of Array.isArray(processes) ? processes : []) {
+      if (proc.kernel) {
+        full.set(proc.kernel.id, { ...proc.kernel });
+        proc.kernel = { id: proc.kernel.id, relation: proc.kernel.relation };
+      }
+    }
+  };
+  for (const gpu of slim.gpus) {
+    strip(gpu.processes);
+    for (const mig of gpu.mig_devices || []) strip(mig.processes);
+  }
+  slim.kernels = [...full.values()].map(({ relation, ...k }) => k);
+  const joined = withKernels(slim);
+  const proc = joined.gpus.flatMap(g => [...(Array.isArray(g.processes) ? g.processes : []),
+    ...(g.mig_devices || []).flatMap(m => m.processes)]).find(p => p.kernel);
+  assert.ok(Array.isArray(proc.kernel.sessions) && typeof proc.kernel.name === 'string');
+  assert.deepEqual(serverView(slim), serverView(shared));
+  // A kernel the list does not name still gets a row, with no sessions.
+  const lone = withKernels({ nvml: { available: true }, kernels: [],
+    gpus: [{ processes: [{ pid: 5, kernel: { id: 'k', relation: 'child' } }] }] });
+  assert.deepEqual(lone.gpus[0].processes[0].kernel, { sessions: [], id: 'k', relation: 'child' });
 });

@@ -8,6 +8,8 @@ after the Hub restarts her server says to reload the page, which works again."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import time
 
 import pytest
@@ -77,6 +79,7 @@ def test_each_users_endpoints_answer_their_token_only(hub):
     doc = json.loads(get(hub, "/user/alice/tfgpu/api/gpus", "alice")[1])
     assert [g["name"] for g in doc["gpus"]] == [g["name"] for g in three_gpus()["gpus"]]
     assert doc["own_processes"] == "server"
+    assert doc["server_user"] == pwd.getpwuid(os.geteuid()).pw_name  # the OS user, not $USER (the Hub sets alice)
 
 
 def test_a_scraper_with_the_users_token_gets_the_notebooks_memory(hub):
@@ -99,7 +102,8 @@ def test_bob_does_not_see_alices_kernel_as_his(hub):
     bob = json.loads(get(hub, "/user/bob/tfgpu/api/gpus", "bob")[1])
     rows = {p["pid"]: p for p in bob["gpus"][1]["processes"]}
     # Same OS user for both servers: only bob's own kernel is his; alice's is another server's.
-    assert rows[bob_pid]["mine"] is True and rows[bob_pid]["kernel"]["sessions"][0]["path"] == "bob.ipynb"
+    bob_kernel = next(k for k in bob["kernels"] if k["id"] == rows[bob_pid]["kernel"]["id"])
+    assert rows[bob_pid]["mine"] is True and bob_kernel["sessions"][0]["path"] == "bob.ipynb"
     assert rows[alice_pid]["mine"] is False and rows[alice_pid]["kernel"] is None
     alice = json.loads(get(hub, "/user/alice/tfgpu/api/gpus", "alice")[1])
     assert {p["pid"]: p["mine"] for p in alice["gpus"][1]["processes"]} == {alice_pid: True, bob_pid: False}
@@ -135,7 +139,7 @@ def alice_page(hub):
             page.fill("input#username_input", "alice")
             page.fill("input#password_input", "any")
             page.click("#login_submit")
-            page.wait_for_url("**/hub/**", timeout=60_000)
+            page.wait_for_url(lambda url: "/hub/login" not in url, timeout=60_000)  # logged in: sent on
             page.goto(f"{hub.url}/user/alice/lab?reset", wait_until="domcontentloaded")
             page.wait_for_selector(SIDEBAR_TAB, timeout=120_000)
             yield page
@@ -161,10 +165,11 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
     text = sidebar.inner_text()
     assert "NVIDIA H100 80GB HBM3" in text and "4,096 MiB" in text
     assert "bobs.ipynb" not in text  # bob's notebook is his server's: never named in alice's sidebar
+    assert "not this server’s" in text  # bob's kernel runs as the same OS user: tagged, not taken for alice's
     assert sidebar.locator(".tfgpu-shutdown").count() == 1  # her kernel only; bob's process offers nothing
-    for theme in ("light", "dark"):
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
         set_theme(page, theme)
-        shot = tmp_path / f"sidebar-hub-{theme}.png"
+        shot = tmp_path / f"sidebar-hub-{theme.split()[-1].lower()}.png"
         sidebar.screenshot(path=str(shot))
         keep_screenshot(shot)
 
@@ -175,6 +180,11 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
     page.wait_for_function("s => /reload the page/i.test(document.querySelector(s).textContent)", arg=SIDEBAR,
                            timeout=60_000)
     assert "logged out?" not in sidebar.inner_text()
+    # JupyterLab's own Hub plugin may have asked "Your server ... is not running. Would you like to restart it?"
+    # while the server was down: the user dismisses it (the server is back).
+    dialog = page.locator(".jp-Dialog")
+    if dialog.count() and dialog.first.is_visible():
+        dialog.get_by_role("button", name="Dismiss").click()
     sidebar.get_by_role("button", name="Reload page").click()
     page.wait_for_selector(SIDEBAR_TAB, timeout=120_000)
     sidebar = open_sidebar(page)

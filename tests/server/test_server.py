@@ -131,10 +131,10 @@ async def test_a_gpu_process_of_a_kernel_is_mapped_to_its_notebook(jp_fetch, jp_
     doc = await get_gpus(jp_fetch)
     kernel_process, other = doc["gpus"][1]["processes"]
     assert kernel_process["pid"] == pid and kernel_process["used_mib"] == 2048
-    assert kernel_process["kernel"]["id"] == kernel_id
-    assert kernel_process["kernel"]["name"] == "python3" and kernel_process["kernel"]["relation"] == "kernel"
-    assert kernel_process["kernel"]["sessions"] == [{"path": "work/train.ipynb", "name": "train.ipynb",
-                                                     "type": "notebook"}]
+    assert kernel_process["kernel"] == {"id": kernel_id, "relation": "kernel"}  # the rest once, in "kernels"
+    kernel = doc["kernels"][0]
+    assert kernel["name"] == "python3" and kernel["execution_state"] and "idle_s" in kernel
+    assert kernel["sessions"] == [{"path": "work/train.ipynb", "name": "train.ipynb", "type": "notebook"}]
     assert other["kernel"] is None
     assert [(k["id"], k["pid"]) for k in doc["kernels"]] == [(kernel_id, pid)]
     assert doc["kernels"][0]["sessions"][0]["path"] == "work/train.ipynb"
@@ -143,7 +143,8 @@ async def test_a_gpu_process_of_a_kernel_is_mapped_to_its_notebook(jp_fetch, jp_
     session_id = json.loads((await jp_fetch("api", "sessions")).body)[0]["id"]
     await jp_fetch("api", "sessions", session_id, method="PATCH", body=json.dumps({"path": "work/renamed.ipynb"}))
     doc = await get_gpus(jp_fetch)
-    assert doc["gpus"][1]["processes"][0]["kernel"]["sessions"][0]["path"] == "work/renamed.ipynb"
+    assert doc["gpus"][1]["processes"][0]["kernel"]["id"] == kernel_id
+    assert doc["kernels"][0]["sessions"][0]["path"] == "work/renamed.ipynb"
 
     # The kernel dies under the server: the endpoint keeps answering.
     os.kill(pid, signal.SIGKILL)

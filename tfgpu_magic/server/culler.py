@@ -21,6 +21,7 @@ from .metrics import notebook_of
 def gpu_holders(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """{kernel id: {"kernel": ..., "mib": total GPU memory of it and its children, "gpus": [indices]}}."""
     holders: dict[str, dict[str, Any]] = {}
+    kernels = {k.get("id"): k for k in document.get("kernels") or ()}
     for gpu in document.get("gpus") or ():
         places = [*(gpu.get("mig_devices") or ())] or [gpu]  # MIG mode: the devices' lists, not the union again
         for place in places:
@@ -29,7 +30,8 @@ def gpu_holders(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
                 kernel, used = proc.get("kernel"), proc.get("used_mib")
                 if kernel is None or not isinstance(used, int) or used <= 0:
                     continue
-                entry = holders.setdefault(kernel["id"], {"kernel": kernel, "mib": 0, "gpus": []})
+                entry = holders.setdefault(kernel["id"], {"kernel": kernels.get(kernel["id"], kernel), "mib": 0,
+                                                          "gpus": []})
                 entry["mib"] += used
                 if gpu.get("index") not in entry["gpus"]:
                     entry["gpus"].append(gpu.get("index"))

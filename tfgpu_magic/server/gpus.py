@@ -139,8 +139,9 @@ def gpu_document(
 
     ``nvml_snapshot`` is ``nvml.snapshot().to_dict()``; ``kernels`` is one dict per kernel of the server:
     ``{"id", "name", "pid" (or None), "execution_state", "last_activity" (Unix time or None), "sessions":
-    [{"path", "name", "type"}]}``. ``user`` is the server's user: with ``show_other_users`` off, processes
-    that are not this user's (``own_processes``) are counted, not listed."""
+    [{"path", "name", "type"}]}``; the document's ``kernels`` adds ``idle_s``, and each process that is a kernel
+    or runs under one has ``kernel: {"id", "relation": "kernel" | "child"}``. ``user`` is the server's user: with
+    ``show_other_users`` off, processes that are not this user's (``own_processes``) are counted, not listed."""
     now = time.time() if now is None else now
     kernels = [_with_idle(k, now) for k in kernels]
     kernel_by_pid = {k["pid"]: k for k in kernels if isinstance(k.get("pid"), int)}
@@ -171,6 +172,7 @@ def gpu_document(
         "kernel_note": kernel_note,
         "other_users": "shown" if show_other_users else "hidden",
         "own_processes": own_processes,
+        "server_user": user,
         "stale": None,  # {"age_s", "reason"} when the driver has not answered in time (handlers.GpuFeed)
     }
 
@@ -195,13 +197,11 @@ class _Whose:
         self._views: dict[tuple[str, str], dict[str, Any]] = {}
 
     def _kernel_view(self, kernel: dict[str, Any], relation: str) -> dict[str, Any]:
-        """What a process row says of its kernel: one dict per kernel and relation, shared by its rows."""
+        """What a process row says of its kernel: which one, and how (its own process or a child). The rest (name,
+        state, idle time, sessions) is in the document's ``kernels``, once per kernel however many rows it has."""
         key = (kernel["id"], relation)
         if key not in self._views:
-            self._views[key] = {"id": kernel["id"], "name": kernel.get("name"),
-                                "execution_state": kernel.get("execution_state"),
-                                "last_activity": kernel.get("last_activity"), "idle_s": kernel.get("idle_s"),
-                                "relation": relation, "sessions": kernel.get("sessions", [])}
+            self._views[key] = {"id": kernel["id"], "relation": relation}
         return self._views[key]
 
     def processes(self, processes: Any) -> tuple[Any, dict | None, str]:

@@ -14,6 +14,7 @@ import functools
 import getpass
 import json
 import math
+import os
 from typing import Any
 
 import tornado.web
@@ -126,6 +127,14 @@ class MetricsHandler(_FeedHandler):
 
 @functools.cache
 def _server_user() -> str | None:
+    """The OS user the server runs as, named as the processes' users are (from the uid, like /proc's owner): not
+    $USER, which a JupyterHub spawner sets to the Hub user's name."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        pass
     try:
         return getpass.getuser()
     except Exception:  # no passwd entry, no USER: compare by nothing, so others count as others

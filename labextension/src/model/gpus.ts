@@ -54,6 +54,8 @@ export interface GpusAnswer {
   stale?: { age_s: number | null; reason: string } | null;
   /** "server": only this server's kernels (and their children) are the user's, not every process of its OS user. */
   own_processes?: OwnProcesses;
+  /** The OS user the server runs as (null: unknown). */
+  server_user?: string | null;
   /** Present when asked with `?history=SECONDS` (history.ts). */
   history?: unknown;
   [other: string]: unknown;
@@ -146,9 +148,45 @@ export function gpuRow(
   };
 }
 
+/**
+ * The answer with every process's `kernel` filled in from the answer's `kernels`: the server sends each kernel's
+ * name, state, idle time and sessions once (a row says only `{id, relation}`), however many processes it has.
+ * A row that already carries them (an older server) keeps its own.
+ */
+export function withKernels(answer: GpusAnswer): GpusAnswer {
+  const kernels = new Map<string, Record<string, unknown>>();
+  for (const kernel of Array.isArray(answer.kernels) ? answer.kernels : []) {
+    if (kernel && typeof kernel === 'object' && typeof (kernel as any).id === 'string') {
+      kernels.set((kernel as any).id, kernel as Record<string, unknown>);
+    }
+  }
+  const join = (processes: unknown): unknown =>
+    Array.isArray(processes)
+      ? processes.map(proc =>
+          proc && typeof proc === 'object' && proc.kernel && typeof proc.kernel.id === 'string'
+            ? { ...proc, kernel: { sessions: [], ...(kernels.get(proc.kernel.id) ?? {}), ...proc.kernel } }
+            : proc
+        )
+      : processes;
+  const gpus = Array.isArray(answer.gpus)
+    ? answer.gpus.map(gpu =>
+        gpu && typeof gpu === 'object'
+          ? {
+              ...gpu,
+              processes: join(gpu.processes) as GpuInfo['processes'],
+              mig_devices: Array.isArray(gpu.mig_devices)
+                ? gpu.mig_devices.map(mig => (mig && typeof mig === 'object' ? { ...mig, processes: join(mig.processes) } : mig)) as GpuInfo['mig_devices']
+                : gpu.mig_devices
+            }
+          : gpu
+      )
+    : answer.gpus;
+  return { ...answer, gpus };
+}
+
 /** The whole "All GPUs" section from the server's answer. */
 export function serverView(data: unknown, front: FrontNotebook | null = null, trans: Trans = plainTrans): ServerView {
-  const answer = data as GpusAnswer;
+  const answer = typeof data === 'object' && data !== null ? withKernels(data as GpusAnswer) : (data as GpusAnswer);
   const view: ServerView = { problem: null, driver: '', gpus: [], empty: null, kernelNote: '', stale: null };
   if (typeof data !== 'object' || data === null || typeof answer.nvml !== 'object' || answer.nvml === null) {
     view.problem = trans.__('The server gave an answer the sidebar does not understand.');
@@ -171,7 +209,7 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
   }
   const owners: Owners = {
     ownProcesses: answer.own_processes === 'server' || answer.own_processes === 'user' ? answer.own_processes : null,
-    serverUser: serverUserOf(answer.gpus)
+    serverUser: typeof answer.server_user === 'string' ? answer.server_user : serverUserOf(answer.gpus)
   };
   view.gpus = answer.gpus.map(gpu => gpuRow(gpu, front, trans, owners));
   if (!view.gpus.length) {

@@ -155,7 +155,7 @@ function otherServerTag(proc: GpuProcess, user: Shown, owners: Owners, trans: Tr
   if (owners.serverUser !== null && (user.na || user.text !== owners.serverUser)) {
     return '';
   }
-  return trans.__('another server');
+  return trans.__('not this server’s');
 }
 
 /** Group one GPU's processes by kernel (one row per notebook), summing their memory on that GPU. */
