@@ -29,6 +29,7 @@ from labsession import (
     keep_screenshot,
     kernel_expression,
     kernel_id,
+    kernel_pid,
     open_notebook,
     require_browser,
     set_theme,
@@ -67,15 +68,7 @@ class GpuServerLab:
         write_config(self.config_path, config)
 
     def kernel_pid(self, notebook: str, timeout: float = 60) -> int:
-        deadline = time.monotonic() + timeout
-        kernels = []
-        while time.monotonic() < deadline:
-            kernels = self.lab.api("GET", "/tfgpu/api/gpus")["kernels"]
-            for kernel in kernels:
-                if kernel["pid"] and any(s["path"] == notebook for s in kernel["sessions"]):
-                    return kernel["pid"]
-            time.sleep(0.3)
-        raise AssertionError(f"no kernel with a PID for {notebook}: {kernels}")
+        return kernel_pid(self.lab, notebook, timeout)
 
     def kernel_ids(self) -> set[str]:
         return {k["id"] for k in self.lab.api("GET", "/api/kernels")}
@@ -437,3 +430,29 @@ def test_a_server_that_keeps_no_history_says_so_in_one_line(page, gpu_lab):
     expect(gpu_block(sidebar, 1)).to_be_visible(timeout=30_000)
     expect(sidebar.locator(".tfgpu-history-note")).to_have_text("sampling is off (TfgpuServer.history_interval is 0)")
     expect(sidebar.locator(".tfgpu-chart")).to_have_count(0)
+
+
+def test_the_sidebar_and_metrics_behind_a_path_prefix(fake_nvml_lib, tmp_path):
+    """A server at ``/prefix/lab/`` (a reverse proxy's path, no Hub): the sidebar finds its endpoints there, and so
+    does a scraper."""
+    require_browser()
+    import urllib.request
+
+    from playwright.sync_api import expect
+
+    config = write_config(tmp_path / "fake_nvml.cfg", three_gpus())
+    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={}), base_url="/prefix/lab/") as lab:
+        request = urllib.request.Request(f"{lab.url}/tfgpu/api/metrics",
+                                         headers={"Authorization": f"token {lab.token}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.url.startswith(f"http://127.0.0.1:{lab.port}/prefix/lab/tfgpu/api/metrics")
+            assert b"tfgpu_gpu_memory_total_bytes" in answer.read()
+        with lab.browser_page(width=1400, height=1000) as page:
+            seen: list[str] = []
+            page.on("request", lambda r: seen.append(r.url) if "/tfgpu/api/" in r.url else None)
+            wait_for_app(page)
+            sidebar = open_sidebar(page)
+            expect(gpu_block(sidebar, 1)).to_be_visible(timeout=30_000)
+            expect(gpu_block(sidebar, 1)).to_contain_text("NVIDIA H100 80GB HBM3")
+            expect(gpu_block(sidebar, 1).locator(".tfgpu-chart")).to_have_count(1)
+            assert seen and all(u.startswith(f"{lab.url}/tfgpu/api/gpus") for u in seen), seen

@@ -24,6 +24,7 @@ from labsession import (
     add_cell_below,
     close_notebook,
     keep_screenshot,
+    kernel_pid,
     open_notebook,
     require_browser,
     run_cell,
@@ -46,15 +47,7 @@ class SidebarLab:
         self.config_path = config_path
 
     def kernel_pid(self, notebook: str, timeout: float = 60) -> int:
-        deadline = time.monotonic() + timeout
-        kernels = []
-        while time.monotonic() < deadline:
-            kernels = self.lab.api("GET", "/tfgpu/api/gpus")["kernels"]
-            for kernel in kernels:
-                if kernel["pid"] and any(s["path"] == notebook for s in kernel["sessions"]):
-                    return kernel["pid"]
-            time.sleep(0.3)
-        raise AssertionError(f"no kernel with a PID for {notebook}: {kernels}")
+        return kernel_pid(self.lab, notebook, timeout)
 
     def hold_memory(self, holders: dict[int, int]) -> None:
         """GPU 1 (the H100) lists each kernel pid with the MiB given, beside the usual processes."""

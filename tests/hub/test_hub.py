@@ -33,7 +33,7 @@ class Fake:
         """GPU 1 lists each pid with the MiB given."""
         self.config["gpus"][1]["processes"] = [{"pid": pid, "used": mib * MIB} for pid, mib in holders.items()]
         write_config(self.path, self.config)
-        time.sleep(0.6)  # past the server's shared answer (TfgpuServer.snapshot_max_age, 0.5 s)
+        time.sleep(1.1)  # past the server's shared answer (snapshot_max_age, 0.5 s) and metrics text (1 s)
 
 
 @pytest.fixture(scope="module")
@@ -190,3 +190,18 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
     sidebar = open_sidebar(page)
     assert "NVIDIA H100 80GB HBM3" in sidebar.inner_text()
     assert "reload the page" not in sidebar.inner_text().lower()
+
+
+def test_an_open_jupyterlab_tab_is_activity_to_the_hub_with_the_sidebar_closed(hub, alice_page):
+    """What the README says of JupyterLab's own polling: with alice's JupyterLab open and the GPUs sidebar closed
+    (nothing of tfgpu asked), the Hub's last_activity of her server still moves."""
+    page = alice_page
+    assert not page.locator(SIDEBAR).is_visible()
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/tfgpu/api/" in r.url else None)
+    before = hub.server_activity("alice")
+    deadline = time.monotonic() + 45
+    while hub.server_activity("alice") == before:
+        assert time.monotonic() < deadline, "an open JupyterLab did not move the Hub's last_activity"
+        page.wait_for_timeout(1000)
+    assert asked == []

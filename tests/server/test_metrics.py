@@ -4,6 +4,7 @@ notebook, and no NVML reading of its own (the sidebar's shared answer)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
@@ -121,3 +122,19 @@ async def test_hidden_other_users_are_counted_not_listed(jp_fetch, fake_gpus):
         labels["gpu_index"] == "0" for labels, _ in found["tfgpu_process_gpu_memory_used_bytes"])
     assert by(found, "tfgpu_other_processes", "gpu_index")["0"] == 2
     assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu_index")["0"] == 1000 * MIB
+
+
+async def test_a_metrics_text_serves_scrapers_for_a_second_then_follows_the_gpus(jp_fetch, jp_serverapp, fake_gpus):
+    """With snapshot_max_age 0 every sidebar request reads; scrapers share one rendered text for a second (rendering
+    hundreds of processes per scrape would cost the sidebars their answers), then get the new figures."""
+    feed = jp_serverapp.web_app.settings["tfgpu_feed"]
+    first = (await get_metrics(jp_fetch))[1]
+    config = three_gpus()
+    config["gpus"][1]["memory_used"] = 4096 * MIB
+    fake_gpus.write(config)
+    readings = feed.readings
+    assert (await get_metrics(jp_fetch))[1] == first and feed.readings == readings
+    assert (await get_gpus(jp_fetch))["gpus"][1]["memory_used_mib"] == 4096  # the sidebar's answer is new
+    await asyncio.sleep(1.1)
+    found = samples((await get_metrics(jp_fetch))[1])
+    assert by(found, "tfgpu_gpu_memory_used_bytes", "index")["1"] == 4096 * MIB

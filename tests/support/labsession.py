@@ -101,8 +101,9 @@ class Lab:
     """
 
     def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, base_url: str = "/") -> None:
         self.extra_env = dict(extra_env or {})
+        self.base_url = "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"  # behind a path prefix
         self.extra_args = list(extra_args or [])  # more `jupyter lab` options, e.g. --TfgpuServer.snapshot_max_age=0
         self.start_timeout = start_timeout
         self.port = 0
@@ -113,7 +114,8 @@ class Lab:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The server's root, its base URL included (no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}{self.base_url.rstrip('/')}"
 
     def __enter__(self) -> Lab:
         self.start()
@@ -139,7 +141,7 @@ class Lab:
         self.port = free_port()
         command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                    f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
-                   f"--ServerApp.root_dir={self.root}", *self.extra_args]
+                   f"--ServerApp.root_dir={self.root}", f"--ServerApp.base_url={self.base_url}", *self.extra_args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # CI and containers run as root; Jupyter refuses without it
         with open(self.tmp / "lab.log", "wb") as log:  # the child keeps its own copy of the descriptor
@@ -380,6 +382,19 @@ def notebook_signed(lab: Lab, path: Path) -> bool:
     import nbformat
 
     return _notary(lab).check_signature(nbformat.read(path, as_version=4))
+
+
+def kernel_pid(lab: Lab, notebook: str, timeout: float = 60) -> int:
+    """The PID of the kernel behind ``notebook``, as the GPU endpoint knows it (a starting kernel has none yet)."""
+    deadline = time.monotonic() + timeout
+    kernels = []
+    while time.monotonic() < deadline:
+        kernels = lab.api("GET", "/tfgpu/api/gpus")["kernels"]
+        for kernel in kernels:
+            if kernel["pid"] and any(s["path"] == notebook for s in kernel["sessions"]):
+                return kernel["pid"]
+        time.sleep(0.3)
+    raise AssertionError(f"no kernel with a PID for {notebook}: {kernels}")
 
 
 def kernel_id(lab: Lab, path: str) -> str:

@@ -67,6 +67,7 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
 
 
 _SAMPLE = object()  # the job a sampling tick puts on the queue
+METRICS_MAX_AGE = 1.0  # seconds a rendered metrics text serves scrapers (Prometheus scrapes every few seconds)
 
 
 class NvmlWorker:
@@ -183,6 +184,8 @@ class GpuFeed:
         self.worker = NvmlWorker(read, interval_s=interval_s, kept_s=kept_s)
         self._pending: asyncio.Future | None = None
         self._last: Answer | None = None
+        self._metrics: dict[str, tuple[float, bytes]] = {}  # content type -> (when made, text)
+        self._metrics_pending: dict[str, asyncio.Future] = {}
 
     @property
     def readings(self) -> int:
@@ -233,6 +236,30 @@ class GpuFeed:
         document["stale"] = {"age_s": round(time.monotonic() - self._last.made_at, 1) if self._last else None,
                              "reason": reason}
         return Answer(document, encode(document))
+
+    async def metrics(self, content_type: str, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+        """The metrics text of a recent answer: rendered in a thread at most once per ``METRICS_MAX_AGE`` (a scraper
+        reads every few seconds; rendering hundreds of processes per request would cost the sidebars their
+        answers), shared by every scraper asking meanwhile."""
+        cached = self._metrics.get(content_type)
+        if cached is not None and time.monotonic() - cached[0] < max(self.max_age, METRICS_MAX_AGE):
+            return cached[1]
+        pending = self._metrics_pending.get(content_type)
+        if pending is None:
+            pending = self._metrics_pending[content_type] = asyncio.ensure_future(self._render(content_type, render))
+        try:
+            return await asyncio.shield(pending)
+        finally:
+            if pending.done():
+                self._metrics_pending.pop(content_type, None)
+
+    async def _render(self, content_type: str, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+        answer = await self.answer()
+        made = time.monotonic()
+        body = await asyncio.to_thread(answer.metrics, content_type, render)
+        if not answer.document.get("stale"):  # old figures are served once, not kept
+            self._metrics[content_type] = (made, body)
+        return body
 
     def history(self, seconds: float, since: float | None) -> dict[str, Any]:
         worker = self.worker

@@ -119,9 +119,13 @@ class MetricsHandler(_FeedHandler):
     @tornado.web.authenticated
     @authorized
     async def get(self) -> None:
-        answer = await self._answer()
         render, content_type = renderer(self.request.headers.get("Accept", ""))
-        body = await asyncio.to_thread(answer.metrics, content_type, render)
+        try:
+            body = await self.feed.metrics(content_type, render)
+        except Exception as exc:  # never a 500: tfgpu_nvml_available 0, as for any other missing figure
+            self.log.exception("tfgpu: making the metrics failed")
+            body = render(failure_document(f"the tfgpu server extension failed: {type(exc).__name__}: {exc}",
+                                           self.feed.other_users))
         self.finish(body, set_content_type=content_type)
 
 
