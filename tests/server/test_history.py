@@ -43,6 +43,9 @@ def test_a_window_since_a_time_and_gaps_for_lost_gpus():
     assert window["1"]["memory_used_mib"] == [200, None, None]
     assert history.window(60, now=12.0, since=10.0)["0"]["t"] == [11.0, 12.0]
     assert history.window(1.5, now=12.0)["0"]["t"] == [11.0, 12.0]
+    history.add(12.004, reading([121]))  # sent as 12.0: asking since 12.0 must not send it again
+    assert history.window(60, now=13.0, since=11.0)["0"]["t"] == [12.0, 12.0]
+    assert history.window(60, now=13.0, since=12.0) == {}
 
 
 def test_mig_devices_keep_memory_and_no_utilization():
@@ -84,7 +87,7 @@ def test_a_server_samples_with_no_sidebar_open(fake_nvml_lib, tmp_path):
     assert set(before) == {2048} and set(after) == {20000} and len(after) >= 5, h100
     assert history["gpus"]["0"]["utilization_gpu_pct"][-1] == 97
     # Only what is newer than a given time, for a sidebar that already has the rest (a sample may have come since).
-    assert newer[:2] == h100["t"][-2:] and all(t > since for t in newer)
+    assert newer[:2] == h100["t"][-2:] and all(t > since for t in newer)  # times as sent: never `since` again
 
 
 def test_no_sampling_without_nvml(fake_nvml_lib, tmp_path):

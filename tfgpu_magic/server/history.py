@@ -70,10 +70,10 @@ class History:
         "memory_total_mib": int | None}} for samples newer than ``now - seconds`` (and than ``since``). A device
         absent from a sample (lost, not yet there) has None at that time; MIG devices' utilization is None."""
         start = now - seconds
-        if since is not None:
-            start = max(start, since)
         with self._lock:
             chosen = [s for s in self._samples if s[0] > start]
+        if since is not None:  # by the times as sent (rounded): the sample sent as `since` is not sent again
+            chosen = [s for s in chosen if round(s[0], 2) > since]
         keys: dict[str, None] = {}
         for _, devices in chosen:
             keys.update(dict.fromkeys(devices))
