@@ -83,6 +83,9 @@ export function renderNotebook(view: NotebookView, trans: TranslationBundle): Do
     return out;
   }
   out.appendChild(el('div', 'tfgpu-tf', view.tensorflow));
+  if (view.noGpu) {
+    out.appendChild(line(view.noGpu, 'warn', 'tfgpu-no-gpu'));
+  }
   if (view.tensorflowNote) {
     out.appendChild(line(view.tensorflowNote, 'muted'));
   }

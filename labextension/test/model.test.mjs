@@ -481,3 +481,12 @@ test('an answer made while the driver hangs says how old its figures are', () =>
     'No figures yet: the driver has not answered for 5 s');
   assert.equal(staleLine(undefined), null);
 });
+
+test("the kernel's sentence on why TensorFlow sees no GPU reaches the view as it came", () => {
+  const sections = structuredClone(commState.sections);
+  const why = "TensorFlow sees none of the 2 GPUs NVML lists: this TensorFlow (tensorflow-cpu 2.21.0) is a CPU-only build";
+  sections.kernel.tensorflow.no_gpu = why;
+  assert.equal(notebookView(sections).noGpu, why);
+  sections.kernel.tensorflow.no_gpu = null;
+  assert.equal(notebookView(sections).noGpu, '');
+});

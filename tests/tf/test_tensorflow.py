@@ -1,10 +1,12 @@
 """Real TensorFlow (CPU build), each test in a fresh process: its runtime starts once per process."""
 
+import html
 import json
 import subprocess
 import sys
 
 import pytest
+from fakenvml import three_gpus
 from harness import SHELL_PRELUDE, run_tf, tf_env
 
 pytestmark = pytest.mark.tf
@@ -145,11 +147,45 @@ def test_cli_devices_json_has_the_documented_shape():
     data = json.loads(proc.stdout)
     assert set(data) == {"schema", "taken_at", "pid", "tfgpu_version", "tensorflow", "settings", "nvml", "gpus",
                          "kernel_gpu_memory", "numbering", "assignment", "claims", "notes", "placement"}
-    assert set(data["tensorflow"]) == {"state", "version", "note", "physical_devices", "logical_devices", "memory"}
+    assert set(data["tensorflow"]) == {"state", "version", "note", "physical_devices", "logical_devices", "memory",
+                                       "no_gpu"}
     assert data["tensorflow"]["state"] == "enumerated"
     assert {"name": "CPU:0", "device_type": "CPU", "kind": "physical", "physical_index": None} in \
         data["tensorflow"]["physical_devices"]
     assert set(data["nvml"]) == {"available", "error", "driver_version", "cuda_driver_version"}
+
+
+def test_a_cpu_only_tensorflow_beside_gpus_says_why_in_every_view(fake_nvml):
+    """The common wrong wheel: NVML lists three GPUs, TensorFlow (tensorflow-cpu) none. The CLI's text and JSON, the
+    status and devices views (text and HTML) and the panel's kernel section say the same sentence and the fix."""
+    fake_nvml.write(three_gpus())
+    env = {**tf_env(), **fake_nvml.env}
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    why = json.loads(proc.stdout)["tensorflow"]["no_gpu"]
+    assert why.startswith("TensorFlow sees none of the 3 GPUs NVML lists: this TensorFlow (tensorflow-cpu ")
+    assert why.endswith("is a CPU-only build; install one with GPU support, pip install 'tensorflow[and-cuda]', and "
+                        "restart the kernel")
+    text = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices"], capture_output=True, text=True,
+                          env=env, timeout=120).stdout
+    assert why in " ".join(text.split()) and "not seen" in text
+    out = run_tf(SHELL_PRELUDE + """
+import json
+import tfgpu_magic
+from tfgpu_magic.render import views
+magic("growth on")
+import tensorflow as tf
+tf.constant(1)
+snap = tfgpu_magic.snapshot()
+m = ip.magics_manager.registry["TfgpuMagics"]
+m.live.refresh()
+print(json.dumps({"status": snap.to_text(), "html": views.devices_html(snap), "status_html": snap._repr_html_(),
+                  "live": m.live.state()["kernel"]["tensorflow"]["no_gpu"]}))
+""", env=env)
+    shown = json.loads(out.stdout.strip().splitlines()[-1])
+    assert why in " ".join(shown["status"].split())
+    assert html.escape(why, quote=True) in shown["html"] and html.escape(why, quote=True) in shown["status_html"]
+    assert shown["live"] == why
 
 
 def test_config_traitlets_set_defaults_once_per_machine():

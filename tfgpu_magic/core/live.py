@@ -268,7 +268,7 @@ class LiveModel:
         kernel = {
             "pid": data["pid"], "tfgpu_version": data["tfgpu_version"],
             "tensorflow": {k: tensorflow[k] for k in ("state", "version", "note", "physical_devices",
-                                                      "logical_devices")},
+                                                      "logical_devices", "no_gpu")},
             "settings": data["settings"], "notes": data["notes"], "numbering": data["numbering"],
         }
         refused = [r.to_dict() for r in self.controller.refused.values()]

@@ -14,6 +14,7 @@ from typing import Any
 
 from .assignment import gpus_text
 from .control import Controller, default_controller, environment_notes
+from .no_gpu import reason as no_gpu_reason
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, to_jsonable
 from .runtime import TFState, probe
@@ -74,6 +75,8 @@ class Snapshot:
     assignment: dict = field(default_factory=dict)
     # physical index -> who claimed it while choosing by free memory and has not allocated there yet (waiting.py)
     claims: dict[int, str] = field(default_factory=dict)
+    # Why TensorFlow lists no GPU while NVML lists some (no_gpu.reason), or None.
+    no_gpu: str | None = None
 
     def given(self, index: int) -> bool:
         """Whether this kernel may use GPU ``index`` (its process was started with it among its GPUs)."""
@@ -122,6 +125,7 @@ class Snapshot:
                 "physical_devices": to_jsonable(self.physical_devices),
                 "logical_devices": to_jsonable(self.logical_devices),
                 "memory": to_jsonable(self.memory),
+                "no_gpu": self.no_gpu,
             },
             "settings": list(self.settings),
             "nvml": {
@@ -175,6 +179,9 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
             phys.append(Device(device.name.replace("/physical_device:", ""), device.device_type, "physical", index))
         physical = tuple(phys)
     state = probe().state  # listing devices above may have moved it to "enumerated"
+    no_gpu = None
+    if physical is not None and not any(d.device_type == "GPU" for d in physical) and snap.gpus:
+        no_gpu = no_gpu_reason(tf, controller.environ, len(snap.gpus))
     # Without TensorFlow there is no GPU:N to name (a PyTorch or JAX kernel numbers devices its own way).
     names = tf_names(order, visible_physical) if state is not TFState.NOT_INSTALLED else {}
     if tf is not None and state >= TFState.INITIALIZED:
@@ -184,7 +191,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
     return (kind or Snapshot)(
         kernel_gpu_memory=_kernel_gpu_memory(snap, names, memory),
         numbering=_numbering(controller.environ, snap, order), notes=tuple(environment_notes(controller.environ)),
-        assignment=_assignment(controller, snap), claims=_claims(controller, snap),
+        assignment=_assignment(controller, snap), claims=_claims(controller, snap), no_gpu=no_gpu,
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)

@@ -98,11 +98,8 @@ def devices_html(kernel: dict, gpus: dict) -> str:
     if tf.get("logical_devices") is None and tf["state"] in ("imported", "enumerated"):
         parts.append(paragraph("Logical devices appear when TensorFlow's runtime starts (its first operation)."))
     mapped = [(i, n) for i, n in sorted(names.items()) if n]
-    physical = tf.get("physical_devices")
-    if physical is not None and names and not any(d["device_type"] == "GPU" for d in physical):
-        parts.append(caution(f"TensorFlow sees none of the {len(names)} GPU(s) NVML lists: a CPU-only build "
-                             "(tensorflow-cpu), CUDA_VISIBLE_DEVICES hiding them, or CUDA failing to start (its "
-                             "log says why)."))
+    if tf.get("no_gpu"):
+        parts.append(caution(tf["no_gpu"]))
     if mapped:
         parts.append(paragraph("GPU numbering: " + ", ".join(f"{n} = physical GPU {i}" for i, n in mapped)
                                + " (physical: nvidia-smi's numbers)."))

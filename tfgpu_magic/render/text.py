@@ -240,7 +240,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
         return [printable(head + " none")]
     rows = []
     for gpu in snap.nvml.gpus:
-        tf_name = snap.tf_gpu_names.get(gpu.index, "-") if snap.given(gpu.index) else "not given"
+        tf_name = snap.tf_gpu_names.get(gpu.index, "not seen" if snap.no_gpu else "-") if snap.given(gpu.index) \
+            else "not given"
         if gpu.error is not None:
             name = gpu.name if isinstance(gpu.name, str) else "?"
             rows.append((str(gpu.index), tf_name, name, f"unavailable: {na(gpu.error)}", "", ""))
@@ -259,6 +260,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
     not_given = snap.not_given_sentence()
     if not_given:
         lines += fit(printable(not_given))
+    if snap.no_gpu:
+        lines += fit(printable(snap.no_gpu))
     for index, claim in sorted(snap.claims.items()):
         lines += fit(printable(f"GPU {index}: {claim}"))
     if snap.numbering.get("note"):

@@ -179,7 +179,8 @@ def _settings(snap: Snapshot) -> str:
 def _gpu_rows(snap: Snapshot) -> list[tuple]:
     rows = []
     for gpu in snap.nvml.gpus:
-        tf_name = snap.tf_gpu_names.get(gpu.index, "-") if snap.given(gpu.index) else "not given"
+        tf_name = snap.tf_gpu_names.get(gpu.index, "not seen" if snap.no_gpu else "-") if snap.given(gpu.index) \
+            else "not given"
         if gpu.error is not None:
             name = gpu.name if isinstance(gpu.name, str) else "?"
             rows.append((str(gpu.index), tf_name, name,
@@ -223,6 +224,8 @@ def _gpus(snap: Snapshot) -> str:
     not_given = snap.not_given_sentence()
     if not_given:
         parts.append(caution(not_given))
+    if snap.no_gpu:
+        parts.append(caution(snap.no_gpu))
     parts += [paragraph(sentence(f"GPU {index}: {claim}")) for index, claim in sorted(snap.claims.items())]
     if snap.numbering.get("note"):
         parts.append(caution(f"Numbering: {snap.numbering['note']}"))

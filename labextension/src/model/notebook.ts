@@ -139,6 +139,8 @@ export interface NotebookView {
   /** "TensorFlow 2.21.0: runtime initialized". */
   tensorflow: string;
   tensorflowNote: string;
+  /** Why TensorFlow sees no GPU while NVML lists some, with the fix (the kernel's sentence, as every view says it). */
+  noGpu: string;
   /** "kernel pid 22484 · tfgpu_magic 0.1.0". */
   kernel: string;
   settings: SettingRow[];
@@ -349,6 +351,7 @@ export function notebookView(sections: Sections | null, trans: Trans = plainTran
     connected: kernel !== null,
     tensorflow: '',
     tensorflowNote: '',
+    noGpu: '',
     kernel: '',
     settings: [],
     settingsEmpty: '',
@@ -375,6 +378,7 @@ export function notebookView(sections: Sections | null, trans: Trans = plainTran
     ? trans.__('TensorFlow %1: %2', text(tf.version, trans), state)
     : trans.__('TensorFlow: %1', state);
   view.tensorflowNote = text(tf.note, trans);
+  view.noGpu = text(tf.no_gpu, trans);
   const parts = [];
   if (isNumber(kernel.pid)) {
     parts.push(trans.__('kernel pid %1', kernel.pid));
