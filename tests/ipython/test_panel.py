@@ -361,7 +361,7 @@ def test_a_scripted_session_fills_every_part_of_the_panel(fake_nvml):
     assert "this kernel reserved" in before  # the fake lists this process on GPU 1
     # After: both logical CPUs, memory figures, per-cell rows and the MatMul's placement.
     assert "logical CPU:0 CPU" in after and "logical CPU:1 CPU" in after
-    assert "TensorFlow sees none of the 3 GPU(s) NVML lists: a CPU-only build" in after
+    assert "TensorFlow sees none of the 3 GPUs NVML lists: this TensorFlow (tensorflow-cpu " in after
     assert re.search(r"TensorFlow CPU allocator in use [\d.]+ MiB, peak [\d.]+ MiB", after), after
     # Cells before the runtime started are not recorded: the MatMul's cell started it, then one more.
     assert "Recent cells (the last 2, latest first)" in after and "(started TensorFlow)" in after, after
