@@ -373,15 +373,46 @@ def test_record_table_rendering():
 
 
 def test_show_options():
-    assert parse_show_options([]) == {"device": None, "op": None, "cell": None, "limit": 50}
-    assert parse_show_options(["--device", "CPU:1", "--op=MatMul", "--cell", "3", "--limit", "5"]) == {
-        "device": "CPU:1", "op": "MatMul", "cell": 3, "limit": 5}
+    assert parse_show_options([]) == {"device": None, "op": None, "cell": None, "limit": 50, "all": False}
+    assert parse_show_options(["--device", "CPU:1", "--op=MatMul", "--cell", "3", "--limit", "5", "--all"]) == {
+        "device": "CPU:1", "op": "MatMul", "cell": 3, "limit": 5, "all": True}
+
+
+def _record(cell, op, op_type, channel, device="/job:localhost/replica:0/task:0/device:CPU:0"):
+    from tfgpu_magic.core.placement import PlacementRecord
+
+    return PlacementRecord(cell, op, op_type, None, device, channel, 0.0)
+
+
+def test_show_leaves_out_tensorflows_internal_records_and_folds_each_op_into_one_row():
+    from tfgpu_magic.core.placement import RecordTable, fold_internal
+
+    records = [_record(3, "a", "_Arg", "placer"), _record(3, "MatMul", "MatMul", "eager"),
+               _record(3, "MatMul", "_MklMatMul", "placer"), _record(3, "out", "_Retval", "placer"),
+               _record(3, "MatMul", "MatMul", "eager"),  # run again
+               _record(4, "MatMul", "_MklMatMul", "placer"),
+               _record(4, "MatMul", "_MklMatMul", "placer", device="/device:CPU:1")]
+    ops, merged, left_out = fold_internal(records)
+    assert [(r.cell, r.op_type, r.short_device) for r in ops] == [
+        (3, "_MklMatMul", "CPU:0"), (4, "_MklMatMul", "CPU:0"), (4, "_MklMatMul", "CPU:1")]
+    assert merged == [("eager+placer", 3), ("placer", 1), ("placer", 1)] and left_out == 2
+    table = RecordTable(tuple(ops), len(ops), len(records), 0, 10000, left_out, tuple(merged))
+    assert table.HEADER == ("cell", "device", "op type", "op", "channels", "lines", "asked")
+    assert table.table_rows()[0] == (3, "CPU:0", "MatMul (oneDNN: _MklMatMul)", "MatMul", "eager+placer", 3, "")
+    assert table.heading() == ("tfgpu placement ops: 3 matching, 7 records kept, 0 dropped by the ring buffer (size "
+                               "10000); 2 of TensorFlow's internal records left out (`%tfgpu placement show --all` "
+                               "lists every record)")
+    every = RecordTable(tuple(records), 7, 7, 0, 10000)
+    assert len(every.table_rows()) == 7 and "left out" not in every.heading() and every.HEADER[4] == "channel"
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--bogus", "1"], "tfgpu: unknown option '--bogus' for placement show; valid: --device, --op, --cell, --limit"),
+        (["--bogus", "1"], "tfgpu: unknown option '--bogus' for placement show; valid: --device, --op, --cell, --limit, "
+                           "--all"),
+        (["--all=yes"], "tfgpu: placement show --all takes no value, got '--all=yes'"),
+        (["--all", "--all"], "tfgpu: placement show --all given twice; give it once"),
         (["--device", "XPU:1"], "tfgpu: bad --device 'XPU:1'; use a device like /CPU:1"),
         (["--cell", "x"], "tfgpu: bad --cell 'x'; use a whole number >= 0"),
         (["--limit", "0"], "tfgpu: bad --limit '0'; use a whole number >= 1"),

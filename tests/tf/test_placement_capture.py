@@ -348,7 +348,7 @@ def test_terminal_ipython_full_log():
     assert "fallback: asked /CPU:7, ran on CPU:0" in c[9]
     assert re.search(r"CPU:1\s+Cos", c[10]) and "fallback" not in c[10]
     assert "fallback: asked /GPU:1, ran on CPU:0 (Tan)" in c[11]
-    assert "MatMul" in c[12] and "CPU:0" not in c[12].split("records:")[1].split("\n", 1)[1]
+    assert "MatMul" in c[12] and "CPU:0" not in c[12].split("matching", 1)[1].split("\n", 1)[1]
     assert "hiding" in c[13]
     assert "quiet" in c[14] and "tfgpu placement" not in c[14]  # off: no summary and no raw line
     assert "0 matching" in c[15]

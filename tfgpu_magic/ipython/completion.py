@@ -134,6 +134,7 @@ class TfgpuCompleter:
         if name == "placement show":
             options = {option: _none for option in syntax.SHOW_OPTIONS}
             options["--device"] = lambda f: self._devices(slash=f.startswith("/"))
+            options["--all"] = None  # a switch: no value to complete
             return _Spec(0, _none, options)
         parser = syntax.parsers().get(name)
         if parser is None:  # a subcommand with its own argument reading: one word at most

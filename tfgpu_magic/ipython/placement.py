@@ -48,6 +48,7 @@ from ..core.placement import (
     devices_in_source,
     drain_orphans,
     find_fallbacks,
+    fold_internal,
     logical_devices,
     parse_device,
     records_from_run_metadata,
@@ -493,8 +494,14 @@ class PlacementController:
         opts = parse_show_options(rest)
         matched = self.log.records(opts["device"], opts["op"], opts["cell"])
         limit = opts["limit"]
-        shown = matched[-limit:] if limit else matched
-        _display(RecordTable(tuple(shown), len(matched), len(self.log), self.log.dropped, self.log.maxlen))
+        if opts["all"]:
+            shown = matched[-limit:] if limit else matched
+            _display(RecordTable(tuple(shown), len(matched), len(self.log), self.log.dropped, self.log.maxlen))
+            return
+        ops, merged, internal = fold_internal(matched)
+        cut = len(ops) - limit if limit and len(ops) > limit else 0
+        _display(RecordTable(tuple(ops[cut:]), len(ops), len(self.log), self.log.dropped, self.log.maxlen, internal,
+                             tuple(merged[cut:])))
 
     # -- status --------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -564,8 +571,8 @@ class PlacementController:
 
 
 def parse_show_options(argv: list[str]) -> dict[str, Any]:
-    """``--device D --op OP --cell N --limit N`` (also ``--opt=value``) -> dict; UsageError otherwise."""
-    opts: dict[str, Any] = {"device": None, "op": None, "cell": None, "limit": DEFAULT_SHOW_LIMIT}
+    """``--device D --op OP --cell N --limit N --all`` (also ``--opt=value``) -> dict; UsageError otherwise."""
+    opts: dict[str, Any] = {"device": None, "op": None, "cell": None, "limit": DEFAULT_SHOW_LIMIT, "all": False}
     words = list(argv)
     given: set[str] = set()
     while words:
@@ -574,6 +581,14 @@ def parse_show_options(argv: list[str]) -> dict[str, Any]:
         if name not in syntax.SHOW_OPTIONS:
             raise UsageError(f"tfgpu: unknown option {shown(word)} for placement show; "
                              f"valid: {', '.join(syntax.SHOW_OPTIONS)}")
+        if name == "--all":  # a switch: every record, TensorFlow's internal ones too
+            if eq:
+                raise UsageError(f"tfgpu: placement show --all takes no value, got {shown(word)}")
+            if "all" in given:
+                raise UsageError("tfgpu: placement show --all given twice; give it once")
+            given.add("all")
+            opts["all"] = True
+            continue
         if not eq:
             if not words:
                 raise UsageError(f"tfgpu: placement show {name} needs a value")

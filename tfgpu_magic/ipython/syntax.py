@@ -74,7 +74,9 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
                "runtime starts.",
                ("%tfgpu cpumem on", "%tfgpu cpumem off")),
     "placement": ("Capture TensorFlow's placement log into the notebook: each cell then shows where its ops "
-                  "ran. show lists the records kept, filtered by --device, --op, --cell; clear drops them.",
+                  "ran. show lists the records kept, filtered by --device, --op, --cell, without TensorFlow's internal "
+                  "ones (_Arg, _Retval, a oneDNN _Mkl op beside the op it stands for) unless --all; clear drops "
+                  "them.",
                   ("%tfgpu placement on", "%tfgpu placement show --device GPU:0 --op MatMul",
                    "%tfgpu placement status")),
     "device": ("A cell magic: runs the cell under tf.device(DEVICE) and shows where each op ran, flagging "
@@ -108,7 +110,7 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
 # The subcommands that read their own arguments (no parser of ours): the placement face's words, a device, a mode.
 OWN_ARGUMENTS = ("placement", "device", "log", "panel")
 PLACEMENT_WORDS = ("on", "off", "show", "clear", "status")
-SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit")
+SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit", "--all")
 PANEL_OPTIONS = ("--close",)
 
 

@@ -25,7 +25,15 @@ from .records import (
     tf_context,
     tf_log_flag,
 )
-from .summary import CellSummary, Fallback, RecordTable, SummaryRow, devices_in_source, find_fallbacks
+from .summary import (
+    CellSummary,
+    Fallback,
+    RecordTable,
+    SummaryRow,
+    devices_in_source,
+    find_fallbacks,
+    fold_internal,
+)
 
 __all__ = [
     "CHANNELS",
@@ -51,6 +59,7 @@ __all__ = [
     "drain_orphans",
     "find_fallbacks",
     "flush_c_stdio",
+    "fold_internal",
     "logical_devices",
     "maybe_placement_prefix",
     "parse_device",

@@ -168,27 +168,70 @@ def _device_sort_key(short: str) -> tuple[str, int]:
     return (kind, int(index) if index.isdigit() else -1)
 
 
+def fold_internal(records) -> tuple[list[PlacementRecord], list[tuple[str, int]], int]:
+    """What a learner wrote, without TensorFlow's own bookkeeping: the graph plumbing (``_Arg``, ``_Retval`` ...)
+    left out, and one row per op of a cell on a device, however many lines named it (the eager line and the placer
+    line of one op, each execution, a oneDNN rewrite such as ``_MklMatMul`` of the ``MatMul`` it stands for).
+    Returns (the first record of each row, each row's (channels, how many lines), how many plumbing records
+    were left out)."""
+    kept: list[PlacementRecord] = []
+    merged: dict[tuple, list] = {}
+    left_out = 0
+    for r in records:
+        if r.op_type in PLUMBING_OPS:
+            left_out += 1
+            continue
+        key = (r.cell, r.short_device, base_op_type(r.op_type or ""), r.op)
+        if key not in merged:
+            merged[key] = [r, [], 0]
+            kept.append(r)
+        entry = merged[key]
+        if r.channel not in entry[1]:
+            entry[1].append(r.channel)
+        entry[2] += 1
+        if base_op_type(r.op_type or "") != (r.op_type or "") and entry[0].op_type == base_op_type(r.op_type or ""):
+            entry[0] = r  # the rewrite's name is the more telling: "MatMul (oneDNN: _MklMatMul)"
+    rows = [merged[(r.cell, r.short_device, base_op_type(r.op_type or ""), r.op)] for r in kept]
+    return [row[0] for row in rows], [("+".join(row[1]), row[2]) for row in rows], left_out
+
+
 @dataclass(frozen=True, repr=False)
 class RecordTable:
-    """The ``show`` listing: records (already filtered and limited) with what the buffer dropped."""
+    """The ``show`` listing: records (already filtered and limited) with what the buffer dropped. Folded (``show``
+    without ``--all``): one row per op, ``merged`` its channels and line count, and how many of TensorFlow's
+    internal records were left out."""
 
     records: tuple[PlacementRecord, ...]
     matched: int
     total: int
     dropped: int
     maxlen: int
+    internal: int = 0
+    merged: tuple[tuple[str, int], ...] | None = None
 
     def heading(self) -> str:
+        what = "ops" if self.merged is not None else "records"
         shown = f"showing the last {len(self.records)} of {self.matched}" if len(self.records) < self.matched \
             else f"{self.matched}"
-        return (f"tfgpu placement records: {shown} matching, {self.total} kept, "
-                f"{self.dropped} dropped by the ring buffer (size {self.maxlen})")
+        hidden = (f"; {self.internal} of TensorFlow's internal record{'s' if self.internal != 1 else ''} left out"
+                  if self.internal else "")
+        folded = " (`%tfgpu placement show --all` lists every record)" if self.merged is not None else ""
+        return (f"tfgpu placement {what}: {shown} matching, {self.total} records kept, "
+                f"{self.dropped} dropped by the ring buffer (size {self.maxlen}){hidden}{folded}")
 
     def table_rows(self) -> list[tuple]:
-        return [(r.cell if r.cell is not None else "", r.short_device, r.op_type or "", r.op, r.channel,
-                 r.requested or "") for r in self.records]
+        if self.merged is None:
+            return [(r.cell if r.cell is not None else "", r.short_device, _op_type(r.op_type), r.op, r.channel,
+                     r.requested or "") for r in self.records]
+        return [(r.cell if r.cell is not None else "", r.short_device, _op_type(r.op_type), r.op, channels, lines,
+                 r.requested or "") for r, (channels, lines) in zip(self.records, self.merged, strict=True)]
 
-    HEADER = ("cell", "device", "op type", "op", "channel", "asked")
+    @property
+    def HEADER(self) -> tuple[str, ...]:  # as every table of the module names it
+        if self.merged is None:
+            return ("cell", "device", "op type", "op", "channel", "asked")
+        return ("cell", "device", "op type", "op", "channels", "lines", "asked")
+
 
     def to_text(self) -> str:
         return "\n".join([self.heading(), *(_table_text(self.HEADER, self.table_rows()) if self.records else [])])
@@ -197,3 +240,11 @@ class RecordTable:
         return self.to_text()
 
 
+
+
+def _op_type(op_type: str | None) -> str:
+    """"MatMul (oneDNN: _MklMatMul)" for a rewrite, so the op a learner wrote is the one they read first."""
+    if not op_type:
+        return ""
+    base = base_op_type(op_type)
+    return op_type if base == op_type else f"{base} (oneDNN: {op_type})"
