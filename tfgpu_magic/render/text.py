@@ -168,7 +168,9 @@ def settings_lines(snap: Snapshot) -> list[str]:
 
 def physical_sentence(snap: Snapshot) -> str:
     if snap.physical_devices is None:
-        return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them)"
+        if snap.tf_state < TFState.IMPORTED:  # nothing to list before the import, whatever view asks
+            return "TensorFlow devices: listed once TensorFlow is imported"
+        return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them without starting the runtime)"
     return "TensorFlow physical devices: " + (", ".join(_device_label(d) for d in snap.physical_devices) or "none")
 
 
