@@ -403,3 +403,17 @@ def test_every_view_is_well_formed_markup_with_known_attributes():
     assert {name for _, name, _ in seen} <= KNOWN_ATTRIBUTES, {name for _, name, _ in seen} - KNOWN_ATTRIBUTES
     svg_styles = [value for tag, name, value in seen if tag == "svg" and name == "style"]
     assert len(svg_styles) == 3 and all("font-size:10px" in s and "fill:" in s for s in svg_styles), svg_styles
+
+
+def test_a_panel_that_cannot_be_drawn_says_what_it_was_and_what_to_run(shell):
+    """The display bundle's text and HTML are what a saved copy, an nbconvert export or GitHub show once the kernel
+    that had the panel's widgets is gone: not 'VBox(children=...)'."""
+    panel = Panel(model=shell.tfgpu.live, magics=shell.tfgpu)
+    try:
+        bundle = panel._repr_mimebundle_()
+    finally:
+        panel.close()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == Panel.DEAD_TEXT
+    assert "the kernel it belonged to has restarted" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
+    assert "<code>%tfgpu panel</code>" in bundle["text/html"]

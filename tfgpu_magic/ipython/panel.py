@@ -25,6 +25,7 @@ from ..core.live import LiveModel, default_model
 from ..core.plan import PlanError
 from ..core.saved import first_cell
 from ..render import live_html
+from ..render.views import inline
 from .context import configure, loaded_in
 
 _open: weakref.WeakSet[Panel] = weakref.WeakSet()
@@ -103,6 +104,21 @@ class Panel(widgets.VBox):
         self._token: int | None = self.model.subscribe(self._render)
         self._render(self.model.state())
         _open.add(self)
+
+    # What a page shows where the live view cannot be drawn: a notebook saved and opened again, nbconvert's HTML,
+    # GitHub. The text is the whole message: a kernel that restarted has no model behind this output any more.
+    DEAD_TEXT = ("tfgpu live panel. If this is not live, the kernel it belonged to has restarted (or this is a saved "
+                 "copy): run `%tfgpu panel` for a live one.")
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs)
+        if data is None:
+            return None
+        data["text/plain"] = self.DEAD_TEXT
+        data["text/html"] = ("<div class='tfgpu-panel-fallback' style='font-family:var(--jp-ui-font-family,"
+                             "sans-serif);color:var(--jp-ui-font-color1,#212121)'>"
+                             + inline(self.DEAD_TEXT) + "</div>")
+        return data
 
     # -- building ------------------------------------------------------------------------------------------
     def _control_row(self, name: str, label: str, kind: str, hint) -> widgets.HBox:
