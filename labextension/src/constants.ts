@@ -18,6 +18,10 @@ export const PLUGIN_ID = `${PACKAGE}:sidebar`;
 export const SIDEBAR_ID = 'tfgpu-sidebar';
 export const SIDEBAR_RANK = 1000;
 
+/** The status-bar item (the front notebook's GPU memory): its id in the status bar, and its place on the left. */
+export const STATUS_ITEM_ID = `${PACKAGE}:status`;
+export const STATUS_ITEM_RANK = 4;
+
 /** The LabIcon's registered name. */
 export const ICON_NAME = `${PACKAGE}:gpu`;
 

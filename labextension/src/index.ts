@@ -3,13 +3,15 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { savedOf, StartApplier } from './apply';
-import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, TRANSLATION_DOMAIN } from './constants';
+import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, STATUS_ITEM_ID, STATUS_ITEM_RANK, TRANSLATION_DOMAIN } from './constants';
 import { gpuIcon } from './icon';
 import { firstCellSource, hasSettings } from './model';
 import { writeFirstCell } from './saved';
+import { GpuStatusItem } from './statusbar';
 import { GpuSidebar } from './widget';
 
 /**
@@ -21,7 +23,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "A sidebar with the server's GPUs, the notebooks using them, and the front notebook's TensorFlow setup.",
   autoStart: true,
-  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStateDB],
+  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStateDB, IStatusBar],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker | null,
@@ -29,7 +31,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    state: IStateDB | null
+    state: IStateDB | null,
+    statusBar: IStatusBar | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
@@ -60,6 +63,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     if (palette) {
       palette.addItem({ command: CommandIDs.openSidebar, category: trans.__('GPUs') });
+    }
+
+    // The front notebook's GPU memory, always in view; from the sidebar's own answers.
+    const statusItem = statusBar
+      ? new GpuStatusItem(sidebar, tracker, trans, () => void app.commands.execute(CommandIDs.openSidebar))
+      : null;
+    if (statusBar && statusItem) {
+      statusBar.registerStatusItem(STATUS_ITEM_ID, {
+        item: statusItem,
+        align: 'left',
+        rank: STATUS_ITEM_RANK,
+        isActive: () => statusItem.shown,
+        activeStateChanged: statusItem.shownChanged
+      });
+      statusItem.enabled = true;
     }
 
     if (tracker && applier) {
@@ -108,6 +126,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .then(settings => {
           const apply = (): void => {
             sidebar.refreshInterval = settings.get('refreshInterval').composite as number;
+            if (statusItem) {
+              statusItem.enabled = settings.get('statusBar').composite !== false;
+            }
           };
           apply();
           settings.changed.connect(apply);

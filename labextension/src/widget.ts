@@ -3,6 +3,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { renderServer, ServerActions } from './allgpus';
@@ -122,8 +123,32 @@ export class GpuSidebar extends Widget {
       factory: () => this._fetch(),
       frequency: { interval: interval * 1000, backoff: true, max: MAX_BACKOFF_MS },
       name: 'tfgpu_magic:gpus',
-      standby: () => !this.isVisible || 'when-hidden'
+      // Hidden, it asks nothing, unless the status-bar item wants its figures (its page still visible).
+      standby: () => (!this.isVisible && !this._pollWhileHidden) || 'when-hidden'
     });
+  }
+
+  /** Every answer from the server, as it came (the status-bar item reads the sidebar's answers, not its own). */
+  get answered(): ISignal<this, unknown> {
+    return this._answered;
+  }
+
+  /** The latest answer from the server (undefined before the first). */
+  get data(): unknown {
+    return this._data;
+  }
+
+  /** Keep polling while the sidebar is hidden (the status-bar item is on); applied at once. */
+  set pollWhileHidden(value: boolean) {
+    if (this._pollWhileHidden === value) {
+      return;
+    }
+    this._pollWhileHidden = value;
+    void this._poll.refresh();
+  }
+
+  get pollWhileHidden(): boolean {
+    return this._pollWhileHidden;
   }
 
   /** Seconds between two polls of the server; applied at once. */
@@ -199,11 +224,13 @@ export class GpuSidebar extends Widget {
     } catch (error) {
       const status = error instanceof ServerConnection.ResponseError ? error.response.status : null;
       this._trouble = serverTrouble(status, this._trans);
+      this._answered.emit(undefined); // no current figures: the status-bar item hides rather than show old ones
       this._renderServer();
       throw error; // the poll backs off
     }
     this._data = data;
     this._trouble = null;
+    this._answered.emit(data);
     this._takeHistory(data);
     if (!this._renderServer()) {
       this._updateCharts();
@@ -449,6 +476,8 @@ export class GpuSidebar extends Widget {
   private _openNotebook: (path: string) => void;
   private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
   private _poll: Poll;
+  private _pollWhileHidden = false;
+  private _answered = new Signal<this, unknown>(this);
   private _data: unknown = undefined;
   private _view: ServerView | null = null;
   private _trouble: ServerTrouble | null = null;

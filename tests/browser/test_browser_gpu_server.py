@@ -456,3 +456,46 @@ def test_the_sidebar_and_metrics_behind_a_path_prefix(fake_nvml_lib, tmp_path):
             expect(gpu_block(sidebar, 1)).to_contain_text("NVIDIA H100 80GB HBM3")
             expect(gpu_block(sidebar, 1).locator(".tfgpu-chart")).to_have_count(1)
             assert seen and all(u.startswith(f"{lab.url}/tfgpu/api/gpus") for u in seen), seen
+
+
+def test_the_status_bar_shows_the_front_notebooks_gpu_memory(page, gpu_lab, tmp_path):
+    """With the sidebar closed, the status bar says what the front notebook's kernel holds and where ("GPU 1 · 6.0
+    GiB", from the sidebar's own answers), opens the sidebar when clicked, hides while the kernel holds nothing,
+    and stays away once its setting is off."""
+    import json
+    import urllib.request
+
+    from playwright.sync_api import expect
+
+    lab = gpu_lab.lab
+    wait_for_app(page)
+    open_notebook(page, "keep.ipynb")
+    pid = gpu_lab.kernel_pid("keep.ipynb")
+    item = page.locator(".tfgpu-status-item")
+    gpu_lab.write(shared_config())  # the kernel holds nothing yet: no item
+    page.wait_for_timeout(2500)
+    expect(item).to_be_hidden()
+    gpu_lab.write(shared_config([{"pid": pid, "used": 6144 * MIB}]))
+    expect(item).to_have_text("GPU 1 · 6.0 GiB", timeout=30_000)
+    expect(page.locator(SIDEBAR)).to_be_hidden()  # the sidebar stayed closed: its poll ran for the item
+    assert "GPU 1: 6,144 MiB" in item.get_attribute("title")
+    bar = page.locator("#jp-main-statusbar")
+    shoot(page, bar, tmp_path, "statusbar")
+    item.click()
+    expect(page.locator(SIDEBAR)).to_be_visible()
+
+    # The setting off (Settings > Settings Editor > GPUs sidebar), then a reload: no item, however much it holds.
+    request = urllib.request.Request(f"{lab.url}/lab/api/settings/tfgpu_magic:sidebar", method="PUT",
+                                     data=json.dumps({"raw": '{"statusBar": false}'}).encode(),
+                                     headers={"Authorization": f"token {lab.token}"})
+    urllib.request.urlopen(request, timeout=30).close()
+    try:
+        page.reload()
+        wait_for_app(page)
+        page.wait_for_timeout(3000)
+        expect(item).to_be_hidden()
+    finally:
+        request = urllib.request.Request(f"{lab.url}/lab/api/settings/tfgpu_magic:sidebar", method="PUT",
+                                         data=json.dumps({"raw": "{}"}).encode(),
+                                         headers={"Authorization": f"token {lab.token}"})
+        urllib.request.urlopen(request, timeout=30).close()

@@ -29,3 +29,4 @@ export * from './notebook.js';
 export * from './saved.js';
 export * from './consent.js';
 export * from './apply.js';
+export * from './statusbar.js';

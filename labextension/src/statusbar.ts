@@ -1,0 +1,81 @@
+/**
+ * The status-bar item: for the front notebook, the GPU memory its kernel holds and the GPU it is on, from the
+ * GPUs sidebar's answers (model/statusbar.ts); a click opens the sidebar. Hidden where the kernel holds no GPU
+ * memory, and turned off by the `statusBar` setting.
+ */
+import type { INotebookTracker } from '@jupyterlab/notebook';
+import type { TranslationBundle } from '@jupyterlab/translation';
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { statusBarView, StatusBarView } from './model';
+import type { GpuSidebar } from './widget';
+
+export class GpuStatusItem extends Widget {
+  constructor(
+    private readonly _sidebar: GpuSidebar,
+    private readonly _tracker: INotebookTracker | null,
+    private readonly _trans: TranslationBundle,
+    private readonly _open: () => void
+  ) {
+    super();
+    this.addClass('tfgpu-status-item');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', () => this._open());
+    this.node.addEventListener('keydown', (event: KeyboardEvent) => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this._open();
+      }
+    });
+    _sidebar.answered.connect(this._update, this);
+    _tracker?.currentChanged.connect(this._update, this);
+    this._update();
+  }
+
+  /** Whether the `statusBar` setting is on (the item then also keeps the sidebar's poll going while hidden). */
+  set enabled(value: boolean) {
+    this._enabled = value;
+    this._sidebar.pollWhileHidden = value;
+    const before = this.shown;
+    this._update();
+    if (this.shown !== before) {
+      this.shownChanged.emit();
+    }
+  }
+
+  get enabled(): boolean {
+    return this._enabled;
+  }
+
+  /** Shown: on, and the front notebook's kernel holds GPU memory (what the status bar's isActive asks). */
+  get shown(): boolean {
+    return this._enabled && this._view !== null;
+  }
+
+  /** Tells the status bar that `shown` changed (its `activeStateChanged`). */
+  readonly shownChanged = new Signal<this, void>(this);
+
+  dispose(): void {
+    this._sidebar.answered.disconnect(this._update, this);
+    this._tracker?.currentChanged.disconnect(this._update, this);
+    super.dispose();
+  }
+
+  private _update(): void {
+    const kernelId = this._tracker?.currentWidget?.sessionContext.session?.kernel?.id ?? null;
+    const view = this._enabled ? statusBarView(this._sidebar.data, kernelId, this._trans) : null;
+    const changed = (view === null) !== (this._view === null);
+    this._view = view;
+    this.node.textContent = view ? view.text : '';
+    this.node.title = view ? view.title : '';
+    this.node.setAttribute('aria-label', view ? view.title : this._trans.__('GPU memory of this notebook'));
+    if (changed) {
+      this.shownChanged.emit();
+    }
+  }
+
+  private _enabled = true;
+  private _view: StatusBarView | null = null;
+}
