@@ -193,9 +193,16 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
 
 
 def test_an_open_jupyterlab_tab_is_activity_to_the_hub_with_the_sidebar_closed(hub, alice_page):
-    """What the README says of JupyterLab's own polling: with alice's JupyterLab open and the GPUs sidebar closed
-    (nothing of tfgpu asked), the Hub's last_activity of her server still moves."""
+    """What the README says of JupyterLab's own polling: with alice's JupyterLab open, the GPUs sidebar closed and
+    its status-bar item off (nothing of tfgpu asked), the Hub's last_activity of her server still moves."""
     page = alice_page
+    settings = "/user/alice/lab/api/settings/tfgpu_magic:sidebar"
+    status, _ = hub.request("PUT", settings, hub.tokens["alice"], {"raw": '{"statusBar": false}'})
+    assert status == 204, status
+    page.reload()
+    page.wait_for_selector(SIDEBAR_TAB, timeout=120_000)
+    # The settings applied (the sidebar's poll has stopped), its last request's activity copied into the Hub.
+    page.wait_for_timeout(6000)
     assert not page.locator(SIDEBAR).is_visible()
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/tfgpu/api/" in r.url else None)
@@ -204,4 +211,5 @@ def test_an_open_jupyterlab_tab_is_activity_to_the_hub_with_the_sidebar_closed(h
     while hub.server_activity("alice") == before:
         assert time.monotonic() < deadline, "an open JupyterLab did not move the Hub's last_activity"
         page.wait_for_timeout(1000)
+    hub.request("PUT", settings, hub.tokens["alice"], {"raw": "{}"})
     assert asked == []
