@@ -392,25 +392,27 @@ def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
 
     wait_for_app(page)
     page.route("**/tfgpu/api/gpus*", lambda route: route.fulfill(status=403, content_type="application/json",
-                                                                  body='{"message": "Forbidden", "reason": null}'),
-               times=1)
+                                                                  body='{"message": "Forbidden", "reason": null}'))
     sidebar = open_sidebar(page)
     offline = sidebar.locator(".tfgpu-offline")
     expect(offline).to_have_text(
         "This page's session with the server has ended (403). Reload the page to sign in again.", timeout=30_000)
     reload = sidebar.locator("button.tfgpu-reload")
     expect(reload).to_have_text("Reload page")
+    page.unroute("**/tfgpu/api/gpus*")
     # The next request (after the poll's backoff) succeeds: the line and its button go, the GPUs come.
     expect(offline).to_have_count(0, timeout=60_000)
     expect(reload).to_have_count(0)
     expect(gpu_block(sidebar, 1)).to_be_visible()
-    # The button reloads the page.
-    page.route("**/tfgpu/api/gpus*", lambda route: route.fulfill(status=403, body=""), times=1)
+    # The button reloads the page. (Every request refused until then: the status-bar item keeps the poll going
+    # while the sidebar is hidden, so a single refusal could come and go unseen.)
+    page.route("**/tfgpu/api/gpus*", lambda route: route.fulfill(status=403, body=""))
     page.locator('.jp-SideBar [data-id="filebrowser"]').click()
     open_sidebar(page)
     expect(reload).to_be_visible(timeout=30_000)
     with page.expect_navigation(timeout=60_000):
         reload.click()
+    page.unroute("**/tfgpu/api/gpus*")
     wait_for_app(page)
 
 
