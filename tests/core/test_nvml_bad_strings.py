@@ -113,7 +113,7 @@ def gpu_text(**fields) -> str:
 def test_an_unavailable_process_list_is_named_once():
     no_list = Unavailable("not_supported", "processes: Not Supported")
     row = gpu_text(processes=no_list)
-    assert row.count("processes") == 1 and row.endswith("processes: Not Supported"), row
+    assert row.count("processes") == 1 and row.endswith("n/a (processes: Not Supported)"), row
 
 
 def test_unavailable_memory_and_utilization_carry_no_unit():
@@ -123,5 +123,5 @@ def test_unavailable_memory_and_utilization_carry_no_unit():
     assert row.count("memory: Insufficient Permissions") == 1, row
     assert "MiB" not in row and "%" not in row, row
     partly = gpu_text(memory_used_mib=Unavailable("not_supported"))
-    assert "not supported / 23034 MiB" in partly, partly
+    assert "n/a (not supported) / 23034 MiB" in partly, partly
     assert "1000 / 23034 MiB" in gpu_text() and "12%" in gpu_text()

@@ -192,8 +192,10 @@ def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_t
         result = reply["user_expressions"]["tfgpu"]["data"]["application/json"]
         assert result["ok"] is True and result["outcomes"][0]["status"] == "pending", result
         out = []
+        # A lesson's own first line: silent, the saved settings loaded the extension already.
         first = client.execute_interactive(
-            "import tensorflow as tf\nprint([d.name for d in tf.config.list_logical_devices('CPU')])",
+            "%load_ext tfgpu_magic\nimport tensorflow as tf\n"
+            "print([d.name for d in tf.config.list_logical_devices('CPU')])",
             timeout=120, output_hook=lambda m: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream"
             else None)
         assert first["content"]["status"] == "ok"
@@ -201,6 +203,7 @@ def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_t
         text = "".join(out)
         assert "'/device:CPU:2'" in text and "'/device:CPU:3'" not in text, text
         assert "cpus 3: applied (3 logical CPUs)" in text  # the import's cell says what became of them
+        assert "already loaded" not in text, text
         # The frontend reconnecting (a page reload) sends the same document: the first result, nothing again.
         again = silent_apply(client, {"version": 1, "apply_on_start": True,
                                       "settings": {"cpus": "3", "placement": "on"}})
@@ -209,6 +212,13 @@ def test_silent_apply_at_kernel_start_runs_before_the_first_cell_and_leaves_no_t
         later = silent_apply(client, {"settings": {"cpus": "2"}})
         refused = later["user_expressions"]["tfgpu"]["data"]["application/json"]
         assert refused["ok"] is False and "has run cells already" in refused["message"], refused
+        assert refused["reason"] == "ran_cells"  # not a refusal of the settings: the sidebar says it neutrally
+        # From the lesson's `%load_ext` on, IPython's extension manager knows it: `%unload_ext` undoes it.
+        out.clear()
+        client.execute_interactive("%unload_ext tfgpu_magic\n%tfgpu", timeout=60, output_hook=lambda m: out.append(
+            m["content"].get("text", "") or m["content"].get("evalue", "")) if m["msg_type"] in ("stream", "error")
+            else None)
+        assert "not loaded" not in "".join(out) and "Line magic function `%tfgpu` not found" in "".join(out), out
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from harness import kernel_folder, user_env
 
+from tfgpu_magic.core import words
 from tfgpu_magic.ipython.comm import PLACEMENT_TAIL, SECTIONS, TARGET
 
 pytestmark = pytest.mark.kernel
@@ -110,6 +111,7 @@ def test_the_channel_in_a_kernel_without_then_with_the_extension(frontend):
     got = frontend.comm_messages(comm_id, _first("state"))
     state = next(m for m in got if m.get("type") == "state")
     assert state["protocol"] == 1 and set(state["sections"]) == set(SECTIONS)
+    assert state["words"] == words.to_dict()  # the sidebar names states with the kernel's vocabulary
     kernel = state["sections"]["kernel"]
     assert kernel["pid"] == frontend.manager.provisioner.pid
     assert kernel["tensorflow"]["state"] in ("not_imported", "not_installed")

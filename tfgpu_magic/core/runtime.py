@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import words
 from .plan import ALL, Plan, format_mib, resolve_size
 from .warn import warn
 
@@ -32,7 +33,7 @@ class TFState(enum.IntEnum):
 
     @property
     def label(self) -> str:
-        return self.name.lower().replace("_", " ")
+        return words.tf_state(self.name.lower())
 
 
 @dataclass(frozen=True)
@@ -164,13 +165,15 @@ def _run_import_hooks(tf) -> None:
 
 
 class Status(enum.Enum):
-    APPLIED = "applied"
-    PENDING = "waiting for import"
-    UNCHANGED = "already in force"
-    REFUSED = "refused: runtime initialized"
-    NO_DEVICE = "no such device"
-    NO_GPU = "no GPU to apply to"
-    FAILED = "failed"
+    """What became of a setting; the value is its words (core/words.py), the name its key in the data."""
+
+    APPLIED = words.setting_state("applied")
+    PENDING = words.setting_state("pending")
+    UNCHANGED = words.setting_state("unchanged")
+    REFUSED = words.setting_state("refused")
+    NO_DEVICE = words.setting_state("no_device")
+    NO_GPU = words.setting_state("no_gpu")
+    FAILED = words.setting_state("failed")
 
 
 @dataclass(frozen=True)

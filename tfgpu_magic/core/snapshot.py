@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import words
 from .assignment import gpus_text
 from .control import Controller, default_controller, environment_notes
 from .no_gpu import reason as no_gpu_reason
@@ -95,7 +96,7 @@ class Snapshot:
         if not a.get("restricted"):
             return None
         if a.get("error"):
-            return f"GPUs of this kernel: unknown: {a['error']}"
+            return f"GPUs of this kernel: {words.MISSING}: {a['error']}"
         others = [g.index for g in self.nvml.gpus if not self.given(g.index)]
         if not others:
             return None

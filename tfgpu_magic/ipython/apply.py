@@ -52,7 +52,8 @@ def apply_json(text: str, shell: Any = None) -> Result:
 
         shell = get_ipython()
     if getattr(shell, "execution_count", 1) > 1:
-        _last = Result(ok=False, outcomes=[], placement=None,
+        # Not a refusal: nothing was wrong with the settings (``reason`` lets the sidebar say it neutrally).
+        _last = Result(ok=False, outcomes=[], placement=None, reason="ran_cells",
                       message="tfgpu: this kernel has run cells already, so the saved settings were not applied now: "
                               "they apply at its next start (Restart kernel and apply)")
         return _last
@@ -103,4 +104,5 @@ def apply(document: Any, shell: Any = None) -> Result:
 
 
 def _outcome_rows(pairs) -> list[dict]:
-    return [{**o.to_dict(), "setting": c.setting, "asked": c.asked} for c, o in pairs]
+    # Each with its state's words (core/words.py): the sidebar shows an apply before its comm has opened.
+    return [{**o.to_dict(), "setting": c.setting, "asked": c.asked, "words": o.status.value} for c, o in pairs]

@@ -18,6 +18,7 @@ import contextlib
 import threading
 from typing import Any
 
+from ..core import words
 from ..core.inputs import short_repr, shown
 from ..core.version import COMM_PROTOCOL as PROTOCOL
 
@@ -34,6 +35,11 @@ def for_sidebar(sections: dict[str, Any]) -> dict[str, Any]:
     if isinstance(placement, dict) and len(placement.get("records") or ()) > PLACEMENT_TAIL:
         out["placement"] = {**placement, "records": placement["records"][-PLACEMENT_TAIL:]}
     return out
+
+
+def state_message(sections: dict[str, Any]) -> dict[str, Any]:
+    """Every section, and the vocabulary (core/words.py): the sidebar names states with the kernel's words."""
+    return {"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(sections), "words": words.to_dict()}
 
 
 def _comm_manager(shell: Any) -> Any:
@@ -103,7 +109,7 @@ class SidebarChannel:
         with self._lock:
             if comm.comm_id in self._open:
                 self._open[comm.comm_id] = (comm, token)
-        comm.send({"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(live.state())})
+        comm.send(state_message(live.state()))
 
     def _unsubscribe(self, comm_id: str) -> None:
         with self._lock:
@@ -131,7 +137,7 @@ class SidebarChannel:
             return
         request = data.get("request")
         if request == "state":
-            comm.send({"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(self.magics.live.state())})
+            comm.send(state_message(self.magics.live.state()))
         elif request == "pause":
             self._unsubscribe(comm.comm_id)
         elif request == "resume":

@@ -218,10 +218,11 @@ class _CellMemory:
 
 
 def extension_magics(shell) -> TfgpuMagics:
-    """The shell's %tfgpu, loading the extension first as `%load_ext tfgpu_magic` does (so `%unload_ext`
-    undoes it and a later `%load_ext` says it is loaded)."""
+    """The shell's %tfgpu, loading the extension first if needed (saved settings at kernel start). Not through
+    IPython's extension manager: a lesson's own `%load_ext tfgpu_magic` then finds nothing to say ("already
+    loaded"), and registers it with the manager, so `%unload_ext` works from there on."""
     if id(shell) not in LOADED:
-        shell.extension_manager.load_extension("tfgpu_magic")
+        load_extension(shell)
     return LOADED[id(shell)]
 
 

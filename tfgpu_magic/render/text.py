@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core import words
 from ..core.inputs import printable
 from ..core.nvml import Unavailable
 from ..core.runtime import TFState
@@ -78,15 +79,23 @@ def _wrap_items(items: list[str], room: int) -> list[str]:
 
 
 def na(value: Any) -> str:
+    """A value in a cell: itself, or the vocabulary's "n/a" with its reason (core/words.py)."""
     if value is None:
-        return "n/a"
+        return words.MISSING
     if isinstance(value, Unavailable):
-        return value.detail or value.reason.replace("_", " ")
+        return words.missing(value.reason, value.detail)
     return str(value)
 
 
+def why(value: Any) -> str:
+    """Why a value is missing, for a sentence that already says it is ("unavailable: <why>")."""
+    if isinstance(value, Unavailable):
+        return value.detail or words.MISSING_REASONS.get(value.reason, value.reason.replace("_", " "))
+    return words.MISSING if value is None else str(value)
+
+
 def figure(value: Any, unit: str, thousands: bool = True) -> str:
-    """A number with its unit; a missing figure is its reason alone, without a unit."""
+    """A number with its unit; a missing figure is "n/a" and its reason, without a unit."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return na(value)
     return f"{value:,}{unit}" if thousands else f"{value}{unit}"
@@ -162,7 +171,7 @@ def settings_lines(snap: Snapshot) -> list[str]:
     notes = [line for n in snap.notes for line in fit(f"Note: {n}")]
     if not snap.settings:
         return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
-    rows = [(s["setting"], s["asked"], s["status"], s["detail"]) for s in snap.settings]
+    rows = [(s["setting"], s["asked"], words.setting_state(s["status"]), s["detail"]) for s in snap.settings]
     return ["Settings:", *text_table(("setting", "asked", "status", "detail"), rows), *notes]
 
 
@@ -216,8 +225,8 @@ def process_items(procs) -> str | list[str]:
     processes before it wraps inside one)."""
     if isinstance(procs, Unavailable):
         return na(procs)  # the column says these are processes; the detail often does too
-    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-            + ("? MiB" if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
+    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME} "
+            + (words.MISSING if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
 
 
 def mig_label(snap: Snapshot, mig) -> str:
@@ -233,20 +242,20 @@ def mig_label(snap: Snapshot, mig) -> str:
 
 def gpu_lines(snap: Snapshot) -> list[str]:
     if not snap.nvml.available:
-        return fit(f"GPUs (NVML): unavailable: {na(snap.nvml.error)}")
+        return fit(f"GPUs (NVML): unavailable: {why(snap.nvml.error)}")
     head = f"GPUs (NVML, {nvml_versions(snap)}):"
     if not snap.nvml.gpus:
         if snap.nvml.error is not None:  # no list because the count failed: "none" would be untrue
             # One line, unwrapped: the head and why the count failed belong together.
-            return [printable(head + f" unknown: the count could not be read ({na(snap.nvml.error)})")]
+            return [printable(head + f" {words.MISSING}: the count could not be read ({why(snap.nvml.error)})")]
         return [printable(head + " none")]
     rows = []
     for gpu in snap.nvml.gpus:
         tf_name = snap.tf_gpu_names.get(gpu.index, "not seen" if snap.no_gpu else "-") if snap.given(gpu.index) \
             else "not given"
         if gpu.error is not None:
-            name = gpu.name if isinstance(gpu.name, str) else "?"
-            rows.append((str(gpu.index), tf_name, name, f"unavailable: {na(gpu.error)}", "", ""))
+            name = gpu.name if isinstance(gpu.name, str) else words.NO_NAME
+            rows.append((str(gpu.index), tf_name, name, f"unavailable: {why(gpu.error)}", "", ""))
             continue
         memory = memory_used_total(gpu, thousands=False)
         proc_text = process_items(gpu.processes)

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core import words
 from ..core.nvml import Unavailable
 from ..core.runtime import TFState
 from .text import (
@@ -37,6 +38,7 @@ from .text import (
     physical_sentence,
     placement_sentences,
     sentence,
+    why,
 )
 
 if TYPE_CHECKING:  # types only: importing the snapshot would load the controller
@@ -153,9 +155,6 @@ def placement_status_html(status: dict) -> str:
 
 
 # -- the snapshot ---------------------------------------------------------------------------------------
-_STATUS_WORDS = {"pending": "waiting for import", "unchanged": "already in force", "refused": "refused",
-                 "no_device": "no such device", "no_gpu": "no GPU to apply to", "failed": "failed"}
-_BAD_STATUS = {"refused", "no_device", "failed"}
 
 
 def _tf_head(snap: Snapshot) -> str:
@@ -170,9 +169,9 @@ def _settings(snap: Snapshot) -> str:
     rows = []
     for s in snap.settings:
         status = str(s.get("status", ""))
-        words = Cell(_STATUS_WORDS.get(status, status),
-                     style=f"color:{ALERT};font-weight:600" if status in _BAD_STATUS else "")
-        rows.append((s.get("setting", ""), s.get("asked", ""), words, sentence(s.get("detail", "")) or ""))
+        state = Cell(words.setting_state(status),
+                     style=f"color:{ALERT};font-weight:600" if words.setting_level(status) == "error" else "")
+        rows.append((s.get("setting", ""), s.get("asked", ""), state, sentence(s.get("detail", "")) or ""))
     return title("Settings") + table_html(("setting", "asked", "status", "detail"), rows)
 
 
@@ -182,10 +181,10 @@ def _gpu_rows(snap: Snapshot) -> list[tuple]:
         tf_name = snap.tf_gpu_names.get(gpu.index, "not seen" if snap.no_gpu else "-") if snap.given(gpu.index) \
             else "not given"
         if gpu.error is not None:
-            name = gpu.name if isinstance(gpu.name, str) else "?"
+            name = gpu.name if isinstance(gpu.name, str) else words.NO_NAME
             rows.append((str(gpu.index), tf_name, name,
                          Cell(Markup(f"<span style=\"color:{ALERT};font-weight:600\">unavailable:</span> "
-                                     f"{esc(na(gpu.error))}"), span=4, style=_LEFT)))
+                                     f"{esc(why(gpu.error))}"), span=4, style=_LEFT)))
             continue
         mig_mode = gpu.mig_mode is True
         utilization = "-" if mig_mode else figure(gpu.utilization_gpu_pct, "%")
@@ -205,18 +204,18 @@ def _processes_cell(procs) -> str | Markup:
     # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
     return Markup("<br>".join(
         "<span style='white-space:nowrap'>"
-        + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or '?'} "
-              + ("? MiB" if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
+        + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME} "
+              + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
 
 
 def _gpus(snap: Snapshot) -> str:
     nvml = snap.nvml
     if not nvml.available:
-        return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {na(nvml.error)}"))
+        return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {why(nvml.error)}"))
     head = title(f"GPUs (NVML, {nvml_versions(snap)})")
     if not nvml.gpus:
         if nvml.error is not None:  # no list because the count failed: "none" would be untrue
-            return head + paragraph(sentence(f"unknown: the count could not be read ({na(nvml.error)})"))
+            return head + paragraph(sentence(f"{words.MISSING}: the count could not be read ({why(nvml.error)})"))
         return head + paragraph("None.")
     header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
               "processes (* = this kernel)")

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import words
 from ..core.version import GPUS_SCHEMA as SCHEMA
 from .history import History
 
@@ -63,6 +64,7 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
         "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
                  "driver_version": None, "cuda_driver_version": None},
         "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users, "stale": None,
+        "words": words.to_dict(),
     }
 
 

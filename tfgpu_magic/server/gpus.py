@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core import words
 from ..core.inputs import MAX_INDEX, shown, whole_number
 from ..core.version import GPUS_SCHEMA as SCHEMA
 
@@ -174,6 +175,7 @@ def gpu_document(
         "own_processes": own_processes,
         "server_user": user,
         "stale": None,  # {"age_s", "reason"} when the driver has not answered in time (handlers.GpuFeed)
+        "words": words.to_dict(),  # the sidebar's names for states and missing values
     }
 
 

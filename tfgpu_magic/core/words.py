@@ -1,0 +1,75 @@
+"""The words every view uses for a state and for a value that is missing: one vocabulary, so the text views,
+the HTML views, the panel and the sidebar (which gets these through the comm's data and the server's answer,
+``to_dict()``, never its own copy) call one state by one name.
+
+Keys are what the data carries (``Outcome.to_dict()["status"]``, the snapshot's ``tensorflow.state``); the
+words are what a person reads. A level says how a view colours a state: ``ok``, ``info``, ``warn`` or ``error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# What became of a setting (runtime.Status, by its lower-cased name).
+SETTING_STATES: dict[str, tuple[str, str]] = {
+    "applied": ("applied", "ok"),
+    "unchanged": ("already in force", "ok"),
+    "pending": ("waiting for import", "info"),
+    "no_gpu": ("no GPU to apply to", "warn"),
+    "refused": ("refused", "error"),
+    "no_device": ("no such device", "error"),
+    "failed": ("failed", "error"),
+}
+
+# TensorFlow's state in this kernel (runtime.TFState, by its lower-cased name).
+TF_STATES: dict[str, str] = {
+    "not_installed": "not installed",
+    "not_imported": "not imported",
+    "importing": "being imported",
+    "imported": "imported",
+    "enumerated": "devices listed",
+    "initialized": "initialized",
+}
+
+# A value that could not be read: this word, then its reason in parentheses where one is known.
+MISSING = "n/a"
+# Why NVML could not give a value (nvml.REASONS), for a reason that came without NVML's own words.
+MISSING_REASONS: dict[str, str] = {
+    "not_supported": "not supported",
+    "no_permission": "no permission",
+    "gpu_lost": "GPU lost",
+    "function_not_found": "not in this driver",
+    "error": "NVML error",
+}
+# A GPU or process whose name could not be read: shown by its number, with this word for the name.
+NO_NAME = "unnamed"
+
+
+def setting_state(status: str) -> str:
+    """``"pending"`` -> ``"waiting for import"``; a status this file does not know reads as its own name."""
+    return SETTING_STATES.get(status, (status.replace("_", " "), "info"))[0]
+
+
+def setting_level(status: str) -> str:
+    return SETTING_STATES.get(status, ("", "info"))[1]
+
+
+def tf_state(state: str) -> str:
+    return TF_STATES.get(state, state.replace("_", " "))
+
+
+def missing(reason: str = "", detail: str = "") -> str:
+    """``n/a``, ``n/a (no permission)``, or ``n/a (NVML's own words)``."""
+    why = detail or MISSING_REASONS.get(reason, reason.replace("_", " "))
+    return f"{MISSING} ({why})" if why else MISSING
+
+
+def to_dict() -> dict[str, Any]:
+    """The vocabulary as the comm's state and the server's answer carry it (key ``words``), for the sidebar."""
+    return {
+        "setting_states": {k: {"words": w, "level": lv} for k, (w, lv) in SETTING_STATES.items()},
+        "tf_states": dict(TF_STATES),
+        "missing": MISSING,
+        "missing_reasons": dict(MISSING_REASONS),
+        "no_name": NO_NAME,
+    }
