@@ -1,7 +1,6 @@
 """Each technique the course promises appears in a lesson, the plain TensorFlow way and with %tfgpu
 where both exist (the issue's list, from the two tutorials the course draws on)."""
 
-from pathlib import Path
 
 import nbformat
 import pytest

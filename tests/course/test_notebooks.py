@@ -4,7 +4,6 @@
 Outputs are never committed: `test_outputs_are_stripped` enforces it, so what a reader sees comes
 from their own run."""
 
-from pathlib import Path
 
 import nbformat
 import pytest
