@@ -65,8 +65,9 @@ def test_auto_chooses_inside_the_set():
     snap = NvmlSnapshot(available=True, gpus=(gpu(0, "A", 16384, 100), gpu(1, "A", 16384, 200),
                                               gpu(2, "A", 16384, 8000), gpu(3, "A", 16384, 2000)))
     ctl = controller({"CUDA_VISIBLE_DEVICES": "2,3"}, snap)
-    change(ctl, "visible auto")  # 0 and 1 are freer, but not this kernel's
+    outcome = change(ctl, "visible auto")  # 0 and 1 are freer, but not this kernel's
     assert ctl.environ["CUDA_VISIBLE_DEVICES"] == "3"
+    assert outcome.detail.startswith("auto chose GPU 3;"), outcome  # the answer names the GPU it took
     with pytest.raises(PlanError, match=r"needs 3 GPU\(s\), and only these qualify \(among GPUs 2 and 3"):
         change(ctl, "visible auto:3")
     unrestricted = controller({}, snap)

@@ -125,6 +125,7 @@ class Controller:
         in both cases nothing changed."""
         self._wait_for_import()
         claimed: tuple[str, ...] = ()
+        auto = change.setting == "visible" and isinstance(change.value, VisibleSpec) and change.value.auto is not None
         if self._chooses(change):
             change, claimed = self._choose(change)  # may wait: outside the lock
         try:
@@ -142,6 +143,9 @@ class Controller:
             self._release(tuple(k for k in self.claims.held() if k not in claimed))
         if self.refused.pop(change.setting, None) is not None:  # asked again and accepted: nothing to restart for
             self._tell_listeners()
+        if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
+            chose = f"auto chose {_chosen_words(self.plan.visible)}"
+            outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
         return outcome
 
     def _change(self, change: Change) -> Outcome:
@@ -626,6 +630,14 @@ def _waiting_line(want: int, floor: int | None, spec: VisibleSpec, units: list[_
         claim = f" ({taken[unit.key].describe()})" if unit.key in taken else ""
         parts.append(f"{unit.label} {has}{claim}")
     return f"waiting for {target}: " + (", ".join(parts) or "no GPU")
+
+
+def _chosen_words(spec: VisibleSpec) -> str:
+    if spec.mig:
+        return f"MIG device {', '.join(spec.mig)}"
+    if not spec.indices:
+        return "no GPU"
+    return ("GPU " if len(spec.indices) == 1 else "GPUs ") + ", ".join(str(i) for i in spec.indices)
 
 
 def _joined(*parts: str) -> str:
