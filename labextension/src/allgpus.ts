@@ -144,7 +144,7 @@ function figures(memory: MemoryBar, right: [string, Shown, string][]): HTMLDivEl
 
 /** The process rows of a GPU or MIG device, and the lines on what is missing from them. */
 function processList(
-  device: Pick<GpuRow, 'notebooks' | 'others' | 'processesMissing' | 'hidden' | 'kernelNote'>,
+  device: Pick<GpuRow, 'notebooks' | 'others' | 'processesMissing' | 'missing' | 'hidden' | 'kernelNote'>,
   sayNoProcess: boolean,
   actions: ServerActions,
   trans: TranslationBundle
@@ -163,7 +163,7 @@ function processList(
     nodes.push(line(trans.__('No process.'), 'muted'));
   }
   if (device.processesMissing !== null) {
-    nodes.push(line(trans.__('Processes: n/a (%1)', device.processesMissing), 'muted'));
+    nodes.push(line(trans.__('Processes: %1 (%2)', device.missing, device.processesMissing), 'muted'));
   }
   if (device.hidden) {
     nodes.push(line(device.hidden, 'muted', 'tfgpu-hidden'));

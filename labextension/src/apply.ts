@@ -173,12 +173,16 @@ export class StartApplier {
    * Save these settings with apply_on_start on, after the user confirms the restart, restart the kernel, and
    * let the start apply them. Resolves false when the user cancels (nothing is saved then).
    */
-  async restartAndApply(panel: NotebookPanel, settings: SavedSettings): Promise<boolean> {
+  async restartAndApply(panel: NotebookPanel, settings: SavedSettings, note?: string): Promise<boolean> {
     const trans = this._trans;
+    const question = trans.__("Restart the kernel and apply the saved settings? The kernel's variables are lost.");
     const answer = await showDialog({
       title: trans.__('Restart kernel and apply'),
-      body: trans.__("Restart the kernel and apply the saved settings? The kernel's variables are lost."),
-      buttons: [Dialog.cancelButton({ label: trans.__('Cancel') }), Dialog.warnButton({ label: trans.__('Restart and apply') })]
+      body: note ? `${question} ${note}` : question,
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Cancel') }),
+        Dialog.warnButton({ label: trans.__('Restart and apply'), className: 'tfgpu-danger' })
+      ]
     });
     if (!answer.button.accept || panel.isDisposed) {
       return false;

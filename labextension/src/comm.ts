@@ -6,11 +6,13 @@ import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, LOAD_EXTENSION_SO
 import {
   LinkStatus,
   mergeMessage,
+  messageWords,
   parseKernelRequest,
   parseValidated,
   SavedSettings,
   Sections,
-  Validated
+  Validated,
+  Words
 } from './model';
 
 export type { LinkStatus };
@@ -101,6 +103,14 @@ export class NotebookLink {
     });
   }
 
+  /**
+   * The kernel's words for settings' states, TensorFlow's state and missing values (its last state message's
+   * `words`); null until then, or from a kernel that sends none (each key then reads as itself).
+   */
+  get words(): Words | null {
+    return this._words;
+  }
+
   /** The kernel's sections as merged so far; null until its first message. */
   get sections(): Sections | null {
     return this._sections;
@@ -125,6 +135,7 @@ export class NotebookLink {
     }
     this._closeComm();
     this._sections = null;
+    this._words = null;
     this._rejectPending();
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (!kernel || kernel.isDisposed) {
@@ -163,6 +174,10 @@ export class NotebookLink {
         return;
       }
       this._sections = mergeMessage(this._sections, data);
+      const words = messageWords(data);
+      if (words !== undefined) {
+        this._words = words;
+      }
       this._setStatus('connected');
     };
     comm.onClose = () => {
@@ -308,6 +323,7 @@ export class NotebookLink {
 
   private _comm: Kernel.IComm | null = null;
   private _sections: Sections | null = null;
+  private _words: Words | null = null;
   private _status: LinkStatus = 'connecting';
   private _isDisposed = false;
   private _paused = false;

@@ -27,6 +27,23 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/**
+ * Give every element of `root` whose text is clipped (wider than its box: an ellipsis) a tooltip that holds its
+ * full text, before the tooltip it had. Needs layout: call it when `root` is shown, after a render or a resize.
+ */
+export function titleClipped(root: HTMLElement): void {
+  for (const node of Array.from(root.querySelectorAll<HTMLElement>('*'))) {
+    const field = node instanceof HTMLInputElement || node instanceof HTMLTextAreaElement;
+    if (field || node.scrollWidth <= node.clientWidth) {
+      continue;
+    }
+    const full = (node.textContent ?? '').replace(/\s+/g, ' ').trim();
+    if (full && !node.title.replace(/\s+/g, ' ').includes(full)) {
+      node.title = node.title ? `${full}\n${node.title}` : full;
+    }
+  }
+}
+
 /** A value that may be "n/a": its reason goes in the tooltip. */
 export function shown(value: Shown, className = ''): HTMLSpanElement {
   const node = el('span', `${className} ${value.na ? 'tfgpu-na' : ''}`.trim(), value.text, value.title);
@@ -185,15 +202,24 @@ export function renderRefused(
     )
   );
   for (const row of refused.rows) {
-    const message = el('div', 'tfgpu-refused-message', row.message);
+    // The magic's line and why in one line; the long rest (the tf.config call it would need) folded.
+    const message = el('div', 'tfgpu-refused-message');
     message.dataset.setting = row.setting;
+    message.appendChild(el('code', 'tfgpu-refused-command', row.command, row.command));
+    message.appendChild(el('div', 'tfgpu-refused-reason', row.reason));
+    if (row.details) {
+      const details = el('details', 'tfgpu-refused-details');
+      details.appendChild(el('summary', '', trans.__('Details')));
+      details.appendChild(el('div', 'tfgpu-refused-details-text', row.details));
+      message.appendChild(details);
+    }
     box.appendChild(message);
   }
   const wanted = refused.wanted;
   if (wanted) {
     const restart = el(
       'button',
-      'jp-Button jp-mod-styled jp-mod-warn tfgpu-refused-restart',
+      'jp-Button jp-mod-styled tfgpu-danger tfgpu-refused-restart',
       trans.__('Restart kernel and apply'),
       trans.__("Save these settings in the notebook, restart the kernel and apply them before any cell (the kernel's variables are lost)")
     );

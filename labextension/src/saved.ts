@@ -2,6 +2,10 @@
  * The "Saved settings" section of the sidebar, for the notebook in front: what its metadata carries, whether
  * it applies at each kernel start, how the last start went, and an editor that checks values against the
  * kernel before it saves them. The inputs are built once and keep what the user types across re-renders.
+ *
+ * The section shows one verdict: the latest of the events that have one (an apply at kernel start, a
+ * restart-and-apply, a check, a save). A newer one replaces the older; the field errors under the inputs
+ * belong to the latest check.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -25,7 +29,8 @@ import {
   SETTING_NAMES,
   SETTING_PLACEHOLDERS,
   SettingName,
-  settingsFromEditor
+  settingsFromEditor,
+  Words
 } from './model';
 import { el, line } from './render';
 
@@ -34,6 +39,13 @@ function button(text: string, className: string, title: string): HTMLButtonEleme
   const node = el('button', `jp-Button jp-mod-styled ${className}`, text, title);
   node.type = 'button';
   return node;
+}
+
+/** What the editor last said (a check, a save), and when: `at` orders it against the apply states. */
+interface IEditorMessage {
+  text: string;
+  level: Level | 'muted';
+  at: number;
 }
 
 /** Insert the saved settings as the notebook's first cell, or rewrite the top cell if it is one written before. */
@@ -64,7 +76,9 @@ export class SavedSection {
     const body = el('div', 'tfgpu-body');
     this.node.appendChild(body);
 
-    this._applyStatus = el('div', 'tfgpu-apply-box');
+    // The one verdict: how the latest apply, check or save went.
+    this._applyStatus = el('div', 'tfgpu-apply-box tfgpu-verdict');
+    this._applyStatus.setAttribute('aria-live', 'polite');
     this._summary = el('div', 'tfgpu-saved-summary');
     body.appendChild(this._applyStatus);
     body.appendChild(this._summary);
@@ -118,10 +132,7 @@ export class SavedSection {
     }
     SavedSection._count += 1;
     this._editorNote = el('div', 'tfgpu-line tfgpu-muted tfgpu-editor-note');
-    this._editorStatus = el('div', 'tfgpu-editor-status');
-    this._editorStatus.setAttribute('aria-live', 'polite');
     editor.appendChild(this._editorNote);
-    editor.appendChild(this._editorStatus);
 
     const buttons = el('div', 'tfgpu-buttons');
     this._checkSave = button(
@@ -132,7 +143,7 @@ export class SavedSection {
     this._checkSave.type = 'submit';
     this._restart = button(
       trans.__('Restart kernel and apply'),
-      'jp-mod-warn tfgpu-restart-apply',
+      'tfgpu-danger tfgpu-restart-apply',
       trans.__('Save these settings, restart the kernel and apply them before any cell')
     );
     this._restart.addEventListener('click', () => void this._restartAndApply());
@@ -153,8 +164,12 @@ export class SavedSection {
 
   readonly node: HTMLElement;
 
-  /** Follow the notebook in front (and its kernel link), and show what it saved. */
-  update(panel: NotebookPanel | null, link: NotebookLink | null): void {
+  /**
+   * Follow the notebook in front (and its kernel link), and show what it saved. `words`: the kernel's words for
+   * the settings' states (the link's, from its last state message).
+   */
+  update(panel: NotebookPanel | null, link: NotebookLink | null, words: Words | null = null): void {
+    this._words = words;
     if (panel !== this._panel) {
       this._panel?.model?.metadataChanged.disconnect(this._onMetadata, this);
       this._panel = panel;
@@ -211,11 +226,20 @@ export class SavedSection {
     const saved = this._saved();
     this.node.hidden = panel === null;
 
-    // How the last kernel start went.
+    // The one verdict: the editor's last message if it is newer than the last apply state, else that state.
     const state = panel && this._applier ? this._applier.state(panel) : null;
-    const status = applyStatusView(state, trans);
+    if (state !== this._lastState) {
+      this._lastState = state;
+      this._stateAt = ++this._events;
+    }
+    const editorMessage = this._editorMessage && this._editorMessage.at > this._stateAt ? this._editorMessage : null;
+    const status = editorMessage ? null : applyStatusView(state, trans, this._words);
     const statusNodes: HTMLElement[] = [];
-    if (state?.kind === 'consent') {
+    if (editorMessage) {
+      const node = line(editorMessage.text, editorMessage.level, 'tfgpu-editor-message');
+      node.setAttribute('role', 'status');
+      statusNodes.push(node);
+    } else if (state?.kind === 'consent') {
       // Settings removed since the question leave nothing to agree to.
       if (panel && saved.kind === 'ok' && hasSettings(saved.saved.settings)) {
         statusNodes.push(this._consentBox(panel, saved.saved.settings, state.trustedNow));
@@ -227,7 +251,7 @@ export class SavedSection {
       if (status.retry) {
         const retry = button(
           trans.__('Try again'),
-          'jp-mod-accept tfgpu-retry',
+          'tfgpu-danger tfgpu-retry',
           trans.__('Restart the kernel and apply the saved settings again')
         );
         retry.addEventListener('click', () => {
@@ -238,6 +262,22 @@ export class SavedSection {
         });
         retry.disabled = saved.kind !== 'ok' || !this._applier;
         statusNodes.push(retry);
+      }
+      if (status.restart) {
+        // Not applied because the kernel had run cells: the restart is how to have them.
+        const restart = button(
+          trans.__('Restart kernel and apply'),
+          'tfgpu-danger tfgpu-restart-now',
+          trans.__("Restart the kernel and apply the saved settings before any cell (the kernel's variables are lost)")
+        );
+        restart.addEventListener('click', () => {
+          const current = this._saved();
+          if (this._panel && this._applier && current.kind === 'ok') {
+            void this._applier.restartAndApply(this._panel, current.saved.settings);
+          }
+        });
+        restart.disabled = saved.kind !== 'ok' || !this._applier || this._busy;
+        statusNodes.push(restart);
       }
       if (savedChangedSince(state, saved.kind === 'ok' ? saved.saved.settings : null)) {
         statusNodes.push(
@@ -327,15 +367,23 @@ export class SavedSection {
     }
   }
 
+  /**
+   * The editor's verdict (a check, a save): newer than any apply state so far, so it is the one shown until
+   * the next apply state or message. Null: none (the last apply state shows again).
+   */
   private _message(text: string | null, level: Level | 'muted' = 'muted'): void {
-    this._editorStatus.replaceChildren(...(text ? [line(text, level, 'tfgpu-editor-message')] : []));
+    this._editorMessage = text ? { text, level, at: ++this._events } : null;
+    this._render();
+    if (text && this.node.isConnected) {
+      this._applyStatus.scrollIntoView?.({ block: 'nearest' });
+    }
   }
 
   /**
    * Ask the kernel to check the editor's settings. True when it accepts them (or there is nothing to check);
    * otherwise its messages are under their fields and the result is false.
    */
-  private async _check(settings: SavedSettings, required: boolean): Promise<boolean> {
+  private async _check(settings: SavedSettings, required: boolean, restart = false): Promise<boolean> {
     const trans = this._trans;
     for (const name of SETTING_NAMES) {
       this._fieldError(name, '');
@@ -356,7 +404,12 @@ export class SavedSection {
       answer = await link.validate(settings);
     } catch (error) {
       const why = error instanceof LinkClosedError ? error.message : String(error);
-      this._message(trans.__('The kernel did not answer (%1); nothing saved.', why), 'error');
+      this._message(
+        restart
+          ? trans.__('The kernel did not answer (%1): no restart, nothing saved.', why)
+          : trans.__('The kernel did not answer (%1); nothing saved.', why),
+        'error'
+      );
       return false;
     }
     if (answer.ok) {
@@ -371,7 +424,13 @@ export class SavedSection {
       }
     }
     this._message(
-      general.length ? general.join('\n') : trans.__('The kernel refused these settings; nothing saved.'),
+      general.length
+        ? restart
+          ? trans.__('Not restarted: %1', general.join('\n'))
+          : general.join('\n')
+        : restart
+          ? trans.__('The kernel refused these settings (see under the fields): no restart, nothing saved.')
+          : trans.__('The kernel refused these settings; nothing saved.'),
       'error'
     );
     return false;
@@ -427,12 +486,22 @@ export class SavedSection {
     this._setBusy(true);
     let restarted = false;
     try {
-      // Checked first where the kernel can: a bad value then costs no restart.
-      if (!(await this._check(settings, false)) || panel !== this._panel) {
+      // Checked first where the kernel can: a bad value then costs no restart (and the reason is the verdict).
+      const checkable = !!this._link && this._link.canValidate && this._link.panel === panel;
+      if (!(await this._check(settings, false, true)) || panel !== this._panel) {
         return;
       }
-      this._message(null);
-      restarted = await this._applier.restartAndApply(panel, settings);
+      let note: string | undefined;
+      if (checkable) {
+        this._message(null);
+      } else {
+        // Without the extension loaded the kernel cannot check them now: it checks them as it applies them.
+        note = this._trans.__(
+          'These values were not checked (tfgpu_magic is not loaded in this kernel): the kernel checks them when it applies them at its start.'
+        );
+        this._message(note, 'warn');
+      }
+      restarted = await this._applier.restartAndApply(panel, settings, note);
     } finally {
       this._setBusy(false);
     }
@@ -478,7 +547,12 @@ export class SavedSection {
   private _inputs = new Map<SettingName, HTMLInputElement>();
   private _errors = new Map<SettingName, HTMLDivElement>();
   private _editorNote: HTMLDivElement;
-  private _editorStatus: HTMLDivElement;
+  private _words: Words | null = null;
+  /** Counts the verdicts' events (apply states, editor messages): the highest is the one shown. */
+  private _events = 0;
+  private _lastState: unknown = undefined;
+  private _stateAt = 0;
+  private _editorMessage: IEditorMessage | null = null;
   private _checkSave: HTMLButtonElement;
   private _restart: HTMLButtonElement;
   private _firstCell: HTMLButtonElement;

@@ -34,7 +34,7 @@ export async function confirmShutdown(plan: ShutdownPlan, trans: TranslationBund
     body: shutdownBody(plan, trans),
     buttons: [
       Dialog.cancelButton({ label: trans.__('Cancel'), className: 'tfgpu-shutdown-cancel' }),
-      Dialog.warnButton({ label: trans.__('Shut down'), className: 'tfgpu-shutdown-confirm' })
+      Dialog.warnButton({ label: trans.__('Shut down'), className: 'tfgpu-shutdown-confirm tfgpu-danger' })
     ],
     defaultButton: 0
   });

@@ -22,6 +22,7 @@ import {
   linkMessage,
   mergeHistory,
   notebookView,
+  readWords,
   refusedView,
   SavedSettings,
   ServerTrouble,
@@ -29,9 +30,10 @@ import {
   ServerView,
   serverView,
   shutdownPlan,
-  ShutdownTarget
+  ShutdownTarget,
+  Words
 } from './model';
-import { el, line, renderNotebook, renderRefused } from './render';
+import { el, line, renderNotebook, renderRefused, titleClipped } from './render';
 import { requestAPI } from './request';
 import { SavedSection } from './saved';
 import { confirmShutdown } from './shutdown';
@@ -188,6 +190,26 @@ export class GpuSidebar extends Widget {
     super.onAfterShow(msg);
     void this._poll.refresh();
     this._followFront();
+    this._scheduleTitles();
+  }
+
+  protected onResize(msg: Widget.ResizeMessage): void {
+    super.onResize(msg);
+    this._scheduleTitles();
+  }
+
+  /** Once the browser has laid the last render out: a tooltip with the full text on whatever it clipped. */
+  private _scheduleTitles(): void {
+    if (this._titlesScheduled) {
+      return;
+    }
+    this._titlesScheduled = true;
+    requestAnimationFrame(() => {
+      this._titlesScheduled = false;
+      if (!this.isDisposed && this.isVisible) {
+        titleClipped(this.node);
+      }
+    });
   }
 
   protected onAfterHide(msg: Message): void {
@@ -359,6 +381,7 @@ export class GpuSidebar extends Widget {
     this._serverBody.replaceChildren(
       view === null && trouble ? document.createDocumentFragment() : renderServer(view, actions, trans, historyNote)
     );
+    this._scheduleTitles();
     return true;
   }
 
@@ -370,9 +393,11 @@ export class GpuSidebar extends Widget {
     const link = this._link;
     const panel = this._tracker.currentWidget;
     const status = link ? link.status : null;
-    const view = link ? notebookView(link.sections, trans) : null;
+    const words = this._wordsOf(link);
+    const view = link ? notebookView(link.sections, trans, words) : null;
     const refused = refusedView(link?.sections?.kernel, trans);
-    this._saved?.update(panel, link && link.panel === panel ? link : null);
+    this._saved?.update(panel, link && link.panel === panel ? link : null, words);
+    this._scheduleTitles();
     const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused]);
     if (key === this._notebookKey) {
       return;
@@ -426,7 +451,16 @@ export class GpuSidebar extends Widget {
     if (state?.kind === 'done' && (link.status === 'not-loaded' || link.status === 'closed')) {
       link.open();
     }
-    this._saved?.update(panel, link);
+    this._saved?.update(panel, link, this._wordsOf(link));
+  }
+
+  /**
+   * The words for states and missing values: the kernel's (its comm's last state), else the server's (its last
+   * answer: the same package's words), else none (each key reads as itself).
+   */
+  private _wordsOf(link: NotebookLink | null): Words | null {
+    const answer = typeof this._data === 'object' && this._data !== null ? (this._data as { words?: unknown }) : {};
+    return link?.words ?? readWords(answer.words);
   }
 
   /** Follow the notebook in front: one comm at a time, paused while the sidebar is hidden. */
@@ -477,6 +511,7 @@ export class GpuSidebar extends Widget {
   private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
   private _poll: Poll;
   private _pollWhileHidden = false;
+  private _titlesScheduled = false;
   private _answered = new Signal<this, unknown>(this);
   private _data: unknown = undefined;
   private _view: ServerView | null = null;

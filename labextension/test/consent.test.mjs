@@ -3,6 +3,7 @@
 // says. `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 
 import {
   applyStatusView,
@@ -11,6 +12,8 @@ import {
   consentView,
   emptyConsentBook,
   notebookTrusted,
+  plainTrans,
+  readWords,
   readConsentBook,
   readSaved,
   recordConsent,
@@ -20,6 +23,7 @@ import {
 } from '../../lib/model/index.js';
 import { CONSENT_KEY } from '../../lib/constants.js';
 
+const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
 const code = (trusted, source = 'print(1)') => ({ type: 'code', trusted, hasCode: source.trim() !== '' });
 const markdown = trusted => ({ type: 'markdown', trusted, hasCode: true });
 
@@ -175,7 +179,7 @@ test('what the user applied says so, not "at kernel start"', () => {
   const ok = { kind: 'result', ok: true, message: null, placement: null, notApplied: [],
     outcomes: [{ setting: 'cpus', asked: '2', status: 'pending', detail: '' }] };
   const done = { kind: 'done', reply: ok, afterRestart: false, kernelName: 'Python 3', consented: true };
-  assert.deepEqual(applyStatusView(done), {
+  assert.deepEqual(applyStatusView(done, plainTrans, WORDS), {
     text: 'Saved settings applied: cpus 2 → waiting for import', level: 'ok', retry: false });
   assert.match(applyStatusView({ ...done, consented: false }).text, /^Applied at kernel start: /);
   // The kernel ran cells already: its own words say when they apply.
@@ -183,7 +187,7 @@ test('what the user applied says so, not "at kernel start"', () => {
     message: 'tfgpu: this kernel has run cells already, so the saved settings were not applied now: they apply at its next start (Restart kernel and apply)' };
   assert.equal(applyStatusView({ ...done, reply: late }).text, `Saved settings not applied: ${late.message}`);
   const partly = { ...late, outcomes: ok.outcomes, notApplied: ['growth'], message: 'too late' };
-  assert.equal(applyStatusView({ ...done, reply: partly }).text,
+  assert.equal(applyStatusView({ ...done, reply: partly }, plainTrans, WORDS).text,
     'Saved settings partly applied: cpus 2 → waiting for import took effect; not applied: growth, because too late');
   assert.equal(applyStatusView({ kind: 'applying', afterRestart: false, consented: true }).text,
     'Applying the saved settings…');

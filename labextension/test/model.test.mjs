@@ -2,7 +2,8 @@
 // Plain Node: `node --test labextension/test/` (`jlpm test`), no extra dependency.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 
 import {
   cellRows,
@@ -15,18 +16,25 @@ import {
   isNA,
   linkMessage,
   mergeMessage,
+  messageWords,
+  plainTrans,
+  readWords,
   notebookView,
   placementView,
   serverProblem,
   serverView,
   staleLine,
   show,
-  strfmt
+  statusWords,
+  strfmt,
+  tfStateWords
 } from '../../lib/model/index.js';
 
 const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
 const gpus = fixture('gpus.json');
 const commState = fixture('comm_state.json');
+// tfgpu_magic/core/words.py to_dict(), as the comm's state and the server's answer carry it (`words`).
+const WORDS = readWords(fixture('words.json'));
 
 /** Nothing the sidebar prints may be a JavaScript accident. */
 function assertNoAccidents(value) {
@@ -72,12 +80,13 @@ test('a "not available" value shows as n/a with its reason as the tooltip', () =
   assert.ok(isNA(na));
   assert.ok(!isNA(null) && !isNA(3) && !isNA('x') && !isNA([]));
   assert.deepEqual(show(na), { text: 'n/a', title: 'Insufficient Permissions', na: true });
-  // Without a detail the kind of failure is the reason.
-  assert.deepEqual(show({ unavailable: 'not_supported' }), {
+  // Without a detail the kind of failure is the reason, in the data's words (else its key as words).
+  assert.deepEqual(show({ unavailable: 'function_not_found' }, String, plainTrans, undefined, WORDS), {
     text: 'n/a',
-    title: 'not supported by this GPU or driver',
+    title: 'not in this driver',
     na: true
   });
+  assert.equal(show({ unavailable: 'function_not_found' }).title, 'function not found');
   assert.deepEqual(show(41, v => `${v} °C`), { text: '41 °C', title: '', na: false });
   assert.equal(show(null, String, undefined, 'unknown').text, 'unknown');
   // An unexpected object never prints as [object Object].
@@ -195,10 +204,10 @@ test("the fixture's notebooks: a notebook row opens its path, a kernel without a
   assert.match(bare.title, /no notebook or console/);
 });
 
-test('memory of a notebook whose processes have no figure reads "unknown" or "at least"', () => {
+test('memory of a notebook whose processes have no figure reads as missing ("n/a") or "at least"', () => {
   const a = kernel('k-a', [nb('a.ipynb')]);
-  const none = groupByNotebook([proc(1, null, a)]).notebooks[0];
-  assert.equal(none.memory.text, 'unknown');
+  const none = groupByNotebook([proc(1, null, a)], null, plainTrans, undefined, WORDS).notebooks[0];
+  assert.equal(none.memory.text, 'n/a');
   assert.equal(none.usedMib, null);
   const some = groupByNotebook([proc(1, 100, a), proc(2, null, { ...a, relation: 'child' })]).notebooks[0];
   assert.equal(some.memory.text, 'at least 100 MiB');
@@ -223,7 +232,7 @@ test('a notebook named like HTML stays that exact string (the DOM sets it as tex
   assert.equal(other.name.text, '<b>x</b>');
 });
 
-test('processes of no kernel are listed by name, pid and user; a missing figure reads "unknown"', () => {
+test('processes of no kernel are listed by name, pid and user; a missing figure reads as the data says', () => {
   const view = serverView(gpus);
   assert.deepEqual(
     view.gpus[0].others.map(p => [p.name.text, p.pid.text, p.user.text, p.memory.text]),
@@ -231,7 +240,13 @@ test('processes of no kernel are listed by name, pid and user; a missing figure 
   );
   assert.deepEqual(
     view.gpus[1].others.map(p => [p.name.text, p.pid.text, p.user.text, p.memory.text]),
-    [['unknown process', '3999901', 'unknown user', 'unknown']]
+    [['unnamed', '3999901', 'n/a', 'n/a']]
+  );
+  // The server's words, not the sidebar's: another vocabulary reads as that one.
+  const other = serverView({ ...gpus, words: { ...gpus.words, missing: '—', no_name: '(no name)' } });
+  assert.deepEqual(
+    other.gpus[1].others.map(p => [p.name.text, p.user.text, p.memory.text]),
+    [['(no name)', '—', '—']]
   );
   const na = groupByNotebook([
     proc({ unavailable: 'error', detail: 'pid?' }, { unavailable: 'no_permission', detail: 'denied' })
@@ -245,7 +260,7 @@ test('processes of other users hidden by the administrator are summarized', () =
   assert.equal(serverView(gpus).gpus[1].hidden, '2 processes of other users, 512 MiB');
   assert.equal(serverView(gpus).gpus[0].hidden, null);
   assert.equal(hiddenSummary({ count: 1, used_mib: 40 }), '1 process of other users, 40 MiB');
-  assert.equal(hiddenSummary({ count: 3, used_mib: null }), '3 processes of other users, memory unknown');
+  assert.equal(hiddenSummary({ count: 3, used_mib: null }, plainTrans, WORDS), '3 processes of other users, memory n/a');
   assert.equal(hiddenSummary({ count: 0, used_mib: 0 }), null);
   assert.equal(hiddenSummary(null), null);
 });
@@ -292,7 +307,7 @@ test('every sentence goes through the translation bundle', () => {
   assert.equal(view.gpus[0].heading.text, '«GPU 0 · NVIDIA A100-SXM4-40GB»');
   assert.equal(view.gpus[1].hidden, '«2 processes of other users, «512 MiB»»');
   assert.equal(view.gpus[1].utilization.text, '«n/a»');
-  assert.equal(notebookView(commState.sections, marked).settings[1].status, '«no GPU to apply to»');
+  assert.equal(notebookView(commState.sections, marked, WORDS).settings[1].status, '«no GPU to apply to»');
   assert.equal(linkMessage('not-loaded', marked).text, '«tfgpu_magic is not loaded in this kernel.»');
 });
 
@@ -326,9 +341,9 @@ test('a "changes" message replaces only the sections it carries', () => {
 });
 
 test("the notebook section from comm_state.json: TensorFlow, settings, devices, cells, placement", () => {
-  const view = notebookView(mergeMessage(null, commState));
+  const view = notebookView(mergeMessage(null, commState), plainTrans, messageWords(commState));
   assert.equal(view.connected, true);
-  assert.equal(view.tensorflow, 'TensorFlow 2.21.0: runtime initialized');
+  assert.equal(view.tensorflow, 'TensorFlow 2.21.0: initialized');
   assert.match(view.tensorflowNote, /^runtime initialized: visible devices/);
   assert.equal(view.kernel, 'kernel pid 22484 · tfgpu_magic 0.1.0');
   assert.equal(view.error, null);
@@ -384,7 +399,7 @@ test('GPU devices name their physical GPU; devices not listed yet say when they 
     settings: []
   };
   const memory = { devices: [{ device: 'GPU:0', current_mib: 1536, peak_mib: 2048, note: '', shared_with: null }] };
-  const view = notebookView({ kernel: kernelSection, memory });
+  const view = notebookView({ kernel: kernelSection, memory }, plainTrans, WORDS);
   assert.deepEqual(
     view.devices.map(d => [d.name, d.physical, d.memory]),
     [
@@ -395,8 +410,8 @@ test('GPU devices name their physical GPU; devices not listed yet say when they 
   assert.equal(view.settingsEmpty, 'No setting asked (%tfgpu help lists them).');
   const imported = notebookView({ kernel: { tensorflow: { state: 'imported', version: '2.16.2', logical_devices: null } } });
   assert.match(imported.devicesNote, /when TensorFlow's runtime starts/);
-  const notImported = notebookView({ kernel: { tensorflow: { state: 'not_imported', version: null } } });
-  assert.equal(notImported.tensorflow, 'TensorFlow: not imported yet');
+  const notImported = notebookView({ kernel: { tensorflow: { state: 'not_imported', version: null } } }, plainTrans, WORDS);
+  assert.equal(notImported.tensorflow, 'TensorFlow: not imported');
   assert.match(notImported.devicesNote, /once TensorFlow is imported/);
   assert.match(notImported.cellsNote, /Per-cell memory/);
   assertNoAccidents([view, imported, notImported]);
@@ -412,7 +427,7 @@ test('settings that failed are marked as errors', () => {
         { setting: 'x', asked: 'y', status: 'brand_new', detail: '' }
       ]
     }
-  });
+  }, plainTrans, WORDS);
   assert.deepEqual(
     view.settings.map(s => [s.asked, s.status, s.level]),
     [
@@ -489,4 +504,52 @@ test("the kernel's sentence on why TensorFlow sees no GPU reaches the view as it
   assert.equal(notebookView(sections).noGpu, why);
   sections.kernel.tensorflow.no_gpu = null;
   assert.equal(notebookView(sections).noGpu, '');
+});
+
+// -- one vocabulary: the words come from the data ---------------------------------------------------------
+
+test('the words for states and missing values are the data\'s (the comm\'s state, the server\'s answer)', () => {
+  const words = messageWords(commState);
+  assert.deepEqual(words, WORDS);
+  assert.equal(messageWords({ type: 'changes', sections: {} }), undefined, 'a changes message keeps the last words');
+  assert.equal(messageWords({ type: 'state', sections: {} }), null, 'an older kernel sends none');
+  assert.deepEqual(statusWords('pending', plainTrans, words), { words: 'waiting for import', level: 'info' });
+  assert.deepEqual(statusWords('unchanged', plainTrans, words), { words: 'already in force', level: 'ok' });
+  assert.deepEqual(statusWords('no_device', plainTrans, words), { words: 'no such device', level: 'error' });
+  assert.equal(tfStateWords('enumerated', plainTrans, words), 'devices listed');
+  // Other words in the data are shown as they are: the sidebar keeps no table of its own.
+  const other = readWords({ ...WORDS, setting_states: { pending: { words: 'en attente', level: 'warn' } },
+    tf_states: { importing: 'import en cours' }, missing: '—' });
+  assert.deepEqual(statusWords('pending', plainTrans, other), { words: 'en attente', level: 'warn' });
+  assert.equal(tfStateWords('importing', plainTrans, other), 'import en cours');
+  const view = notebookView(commState.sections, plainTrans, other);
+  assert.equal(view.settings[0].status, 'applied', 'a state the data does not name reads as its key');
+  assert.equal(cellRows([{ cell: null, devices: [{ device: 'CPU:0', delta_mib: null, peak_mib: null }] }], 5, plainTrans, other)[0].devices[0],
+    'CPU:0 —, peak —');
+  assert.equal(cellRows([{ cell: null, devices: [] }], 5, plainTrans, other)[0].label, '[—]');
+});
+
+test('without words in the data (an older kernel or server) a key reads as itself, "_" as spaces', () => {
+  assert.deepEqual(statusWords('no_gpu', plainTrans, null), { words: 'no gpu', level: 'info' });
+  assert.deepEqual(statusWords('applied', plainTrans), { words: 'applied', level: 'info' });
+  assert.equal(tfStateWords('not_imported', plainTrans, null), 'not imported');
+  const older = serverView({ ...gpus, words: undefined });
+  assert.deepEqual(older.gpus[1].others.map(p => p.name.text), ['no name']);
+  assert.equal(readWords(null), null);
+  assert.equal(readWords('words'), null);
+});
+
+test('the words fixture is tfgpu_magic/core/words.py to_dict() (checked where the Python is at hand)', t => {
+  const python = new URL('../../.venv/bin/python', import.meta.url).pathname;
+  if (!existsSync(python)) {
+    t.skip('no .venv/bin/python');
+    return;
+  }
+  const out = execFileSync(python, ['-c', 'import json; from tfgpu_magic.core import words; print(json.dumps(words.to_dict()))'], {
+    encoding: 'utf8',
+    cwd: new URL('../..', import.meta.url).pathname
+  });
+  assert.deepEqual(JSON.parse(out), fixture('words.json'));
+  assert.deepEqual(gpus.words, fixture('words.json'));
+  assert.deepEqual(commState.words, fixture('words.json'));
 });

@@ -2,6 +2,7 @@
 // the silent apply's code and reply, the kernel's refusals and its comm answers. `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 
 import {
   applyCode,
@@ -15,6 +16,9 @@ import {
   parseApplyReply,
   parseKernelRequest,
   parseValidated,
+  plainTrans,
+  readWords,
+  refusalParts,
   readSaved,
   refusedView,
   savedChangedSince,
@@ -24,6 +28,8 @@ import {
   settingLines,
   settingsFromEditor
 } from '../../lib/model/index.js';
+
+const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
 
 const ALL = {
   visible: '1',
@@ -232,9 +238,10 @@ test('an ok reply gives the kernel result', () => {
       { setting: 'growth', asked: 'on', status: 'pending', detail: 'applied when TensorFlow is imported' }
     ],
     placement: 'on',
-    notApplied: []
+    notApplied: [],
+    reason: null
   });
-  const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: 'Python 3' });
+  const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: 'Python 3' }, plainTrans, WORDS);
   assert.deepEqual(view, {
     text: 'Applied at kernel start: cpus 3 → applied (3 logical CPUs); growth on → waiting for import; placement on',
     level: 'ok',
@@ -254,7 +261,8 @@ test('a refused set shows the kernel message and applied nothing', () => {
     message: 'tfgpu: cpus is "x": expected a count',
     outcomes: [],
     placement: null,
-    notApplied: []
+    notApplied: [],
+    reason: null
   });
   const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '' });
   assert.equal(view.level, 'error');
@@ -366,7 +374,15 @@ test('refused rows and what to apply instead', () => {
   };
   const view = refusedView(kernel);
   assert.deepEqual(view.rows, [
-    { key: 'refused-cpus-0', setting: 'cpus', asked: '4', message: 'tfgpu: cpus 4 refused: the runtime has started' }
+    {
+      key: 'refused-cpus-0',
+      setting: 'cpus',
+      asked: '4',
+      message: 'tfgpu: cpus 4 refused: the runtime has started',
+      command: '%tfgpu cpus 4',
+      reason: 'cpus 4 refused: the runtime has started',
+      details: ''
+    }
   ]);
   assert.deepEqual(view.wanted, { cpus: '4', growth: 'on' });
   assert.deepEqual(refusedView(null), { rows: [], wanted: null });
@@ -395,4 +411,43 @@ test('validated answers and kernel requests; other messages are not theirs', () 
   assert.equal(parseKernelRequest({ type: 'request', action: 'dance', settings: {} }), null);
   assert.equal(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { nope: '1' } }), null);
   assert.equal(parseKernelRequest({ type: 'changes', sections: {} }), null);
+});
+
+test('a kernel that had run cells already is not a refusal: neutral, with Restart kernel and apply', () => {
+  const message =
+    'tfgpu: this kernel has run cells already, so the saved settings were not applied now: they apply at its next start (Restart kernel and apply)';
+  const reply = parseApplyReply(okReply({ ok: false, message, outcomes: [], placement: null, reason: 'ran_cells' }));
+  assert.equal(reply.kind, 'result');
+  assert.equal(reply.reason, 'ran_cells');
+  for (const consented of [false, true]) {
+    const view = applyStatusView({ kind: 'done', reply, afterRestart: false, kernelName: '', consented });
+    assert.equal(view.level, 'info');
+    assert.equal(view.restart, true);
+    assert.equal(view.retry, false);
+    assert.match(view.text, /has run cells already/);
+    assert.doesNotMatch(view.text, /refused/);
+  }
+  // Another reason, or none (an older kernel), is what it was: a refusal in red.
+  const refused = parseApplyReply(okReply({ ok: false, message: 'tfgpu: cpus is "x"', outcomes: [], placement: null, reason: 7 }));
+  assert.equal(refused.reason, null);
+  const view = applyStatusView({ kind: 'done', reply: refused, afterRestart: false, kernelName: '' });
+  assert.equal(view.level, 'error');
+  assert.ok(!view.restart);
+});
+
+test("a refusal box names the magic's line and one reason; the long call goes to its details", () => {
+  const message =
+    "tfgpu: `%tfgpu limit 40%` is too late: TensorFlow's runtime is already initialized and limit can no longer change " +
+    "(it would need tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=32768)])); " +
+    'restart the kernel and run `%tfgpu limit 40%` before the first TensorFlow operation';
+  const [row] = refusedView({ refused: [{ setting: 'limit', asked: '40%', message }] }).rows;
+  assert.equal(row.command, '%tfgpu limit 40%');
+  assert.equal(row.reason, "too late: TensorFlow's runtime is already initialized and limit can no longer change");
+  assert.equal(row.details, message);
+  assert.doesNotMatch(row.reason, /tf\.config/);
+  assert.deepEqual(refusalParts('short reason', '%tfgpu cpus 2'), { reason: 'short reason', details: '' });
+  assert.deepEqual(refusalParts('`%tfgpu cpus 2` is too late; restart', '%tfgpu cpus 2'), {
+    reason: 'too late',
+    details: '`%tfgpu cpus 2` is too late; restart'
+  });
 });

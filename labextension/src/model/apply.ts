@@ -8,6 +8,7 @@ import { PY_APPLY_USER_EXPRESSION, pyApplyCall } from '../constants.js';
 import { consentView } from './consent.js';
 import { plainTrans, Trans } from './format.js';
 import { Level, Sections, statusWords, text } from './notebook.js';
+import type { Words } from './words.js';
 import { checkSettings, isPlainObject, SavedDocument, SavedSettings, SETTING_NAMES, shortJSON } from './saved.js';
 
 // -- applying them at kernel start --------------------------------------------------------------------------
@@ -34,7 +35,9 @@ export interface ApplyOutcome {
 /**
  * What became of the silent apply, from its execute reply:
  * - `result`: the kernel ran it; `ok` false means `message` says why it stopped: before TensorFlow is imported
- *   nothing was applied; after, `outcomes` are those that took effect already and `notApplied` the rest;
+ *   nothing was applied; after, `outcomes` are those that took effect already and `notApplied` the rest.
+ *   `reason` is the kernel's key for why, where it gives one: "ran_cells" (this kernel had run cells already,
+ *   so nothing was tried: not a refusal, they apply at its next start);
  * - `not-installed`: tfgpu_magic is not importable in the kernel;
  * - `interrupted`: aborted, interrupted, or the kernel went away before it answered;
  * - `error`: anything else (a bug, a kernel that is not Python): `message` has the kernel's words.
@@ -47,6 +50,7 @@ export type ApplyReply =
       outcomes: ApplyOutcome[];
       placement: 'on' | 'off' | null;
       notApplied: string[];
+      reason: string | null;
     }
   | { kind: 'not-installed'; message: string }
   | { kind: 'interrupted' }
@@ -115,7 +119,8 @@ export function parseApplyReply(content: unknown, trans: Trans = plainTrans): Ap
     message: typeof result.message === 'string' && result.message ? result.message : null,
     outcomes,
     placement,
-    notApplied
+    notApplied,
+    reason: typeof result.reason === 'string' && result.reason ? result.reason : null
   };
 }
 
@@ -158,11 +163,12 @@ export function savedChangedSince(state: ApplyState | null, saved: SavedSettings
 export function outcomesText(
   outcomes: ApplyOutcome[],
   placement: 'on' | 'off' | null,
-  trans: Trans = plainTrans
+  trans: Trans = plainTrans,
+  words: Words | null = null
 ): string {
   const parts = outcomes.map(o => {
-    const words = statusWords(o.status, trans).words;
-    const head = trans.__('%1 %2 → %3', o.setting, o.asked, words).replace(/\s+/g, ' ');
+    const status = statusWords(o.status, trans, words).words;
+    const head = trans.__('%1 %2 → %3', o.setting, o.asked, status).replace(/\s+/g, ' ');
     // "waiting for import" says it all: its detail ("applied when TensorFlow is imported") only repeats it.
     return o.detail && o.status !== 'pending' ? trans.__('%1 (%2)', head, o.detail) : head;
   });
@@ -172,11 +178,24 @@ export function outcomesText(
   return parts.join('; ');
 }
 
-/** The apply-status line of the "Saved settings" section (null state: nothing was applied here). */
+/** The apply-status line's text, colour, and the button it offers. */
+export interface ApplyStatusView {
+  text: string;
+  level: Level;
+  retry: boolean;
+  restart?: boolean;
+}
+
+/**
+ * The apply-status line of the "Saved settings" section (null state: nothing was applied here), with the
+ * kernel's words for the settings' states. `retry`: offer "Try again"; `restart`: offer "Restart kernel and
+ * apply" (the kernel had run cells, so they were not tried: not an error, the restart is the way to have them).
+ */
 export function applyStatusView(
   state: ApplyState | null,
-  trans: Trans = plainTrans
-): { text: string; level: Level; retry: boolean } | null {
+  trans: Trans = plainTrans,
+  words: Words | null = null
+): ApplyStatusView | null {
   if (state === null) {
     return null;
   }
@@ -200,11 +219,21 @@ export function applyStatusView(
   const consented = state.consented === true;
   switch (reply.kind) {
     case 'result': {
+      if (!reply.ok && reply.reason === 'ran_cells') {
+        return {
+          text: trans.__(
+            'Saved settings not applied now: this kernel has run cells already. They apply at its next start, or now with Restart kernel and apply.'
+          ),
+          level: 'info',
+          retry: false,
+          restart: true
+        };
+      }
       if (!reply.ok) {
         const why = reply.message ?? trans.__('no reason given');
         if (reply.outcomes.length > 0) {
           // After `import tensorflow` what it took stays: say it, beside what was refused.
-          const took = outcomesText(reply.outcomes, null, trans);
+          const took = outcomesText(reply.outcomes, null, trans, words);
           const rest = reply.notApplied.join(', ') || trans.__('the rest');
           return {
             text: consented
@@ -227,7 +256,7 @@ export function applyStatusView(
           retry: false
         };
       }
-      const what = outcomesText(reply.outcomes, reply.placement, trans) || trans.__('nothing to apply');
+      const what = outcomesText(reply.outcomes, reply.placement, trans, words) || trans.__('nothing to apply');
       return {
         text: state.afterRestart
           ? trans.__('Kernel restarted; saved settings applied: %1', what)
@@ -260,7 +289,31 @@ export interface RefusedRow {
   key: string;
   setting: string;
   asked: string;
+  /** The kernel's whole message. */
   message: string;
+  /** The magic's line: "%tfgpu limit 40%". */
+  command: string;
+  /** Why, in one line: "too late: TensorFlow's runtime is already initialized and limit can no longer change". */
+  reason: string;
+  /** The rest of the message (the tf.config call it would need, what to do), or "" when the reason says it all. */
+  details: string;
+}
+
+/**
+ * A refusal's message as a one-line reason and its details: the reason is the message without its "tfgpu: "
+ * and the magic's line it starts with, up to its first parenthesis or semicolon; the details are the whole
+ * message then.
+ */
+export function refusalParts(message: string, command: string): { reason: string; details: string } {
+  let rest = message.trim().replace(/^tfgpu:\s*/, '');
+  const quoted = `\`${command}\``;
+  if (command && rest.startsWith(quoted)) {
+    rest = rest.slice(quoted.length).trim();
+  }
+  rest = rest.replace(/^is\s+/, '');
+  const cut = rest.search(/ \(|; /);
+  const reason = (cut > 0 ? rest.slice(0, cut) : rest).trim();
+  return { reason, details: reason === message.trim() || cut <= 0 ? '' : message.trim() };
 }
 
 /**
@@ -276,12 +329,9 @@ export function refusedView(
   const rows = refused.filter(isPlainObject).map((r, i) => {
     const setting = text(r.setting, trans);
     const asked = text(r.asked, trans);
-    return {
-      key: `refused-${setting}-${i}`,
-      setting,
-      asked,
-      message: text(r.message, trans) || trans.__('%1 %2 was refused: the runtime has started', setting, asked)
-    };
+    const message = text(r.message, trans) || trans.__('%1 %2 was refused: the runtime has started', setting, asked);
+    const command = `%tfgpu ${setting} ${asked}`.trim();
+    return { key: `refused-${setting}-${i}`, setting, asked, message, command, ...refusalParts(message, command) };
   });
   const checked = kernel && kernel.wanted !== undefined ? checkSettings(kernel.wanted, trans) : null;
   return { rows, wanted: checked && checked.ok ? checked.settings : null };

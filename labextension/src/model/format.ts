@@ -4,6 +4,8 @@
  * as text) and `memoryBar` (used of total, as a GPU's or a MIG device's bar).
  */
 
+import { keyWords, Words } from './words.js';
+
 // -- translation ---------------------------------------------------------------------------------------
 
 /** The part of JupyterLab's `TranslationBundle` the model uses. Placeholders are `%1`, `%2` ... */
@@ -51,23 +53,26 @@ export interface Shown {
   na: boolean;
 }
 
-/** Why a value is missing, in words: the server's detail, or else the kind of failure. */
-export function naReason(value: NA, trans: Trans = plainTrans): string {
+/**
+ * Why a value is missing, in words: the server's detail, or else the kind of failure in the data's words
+ * (`words`; without them the kind's key, "no_permission" as "no permission").
+ */
+export function naReason(value: NA, trans: Trans = plainTrans, words: Words | null = null): string {
   if (typeof value.detail === 'string' && value.detail.trim()) {
     return value.detail;
   }
-  switch (value.unavailable) {
-    case 'not_supported':
-      return trans.__('not supported by this GPU or driver');
-    case 'no_permission':
-      return trans.__('no permission to read it');
-    case 'gpu_lost':
-      return trans.__('the GPU is lost');
-    case 'function_not_found':
-      return trans.__('the driver lacks this function');
-    default:
-      return trans.__('NVML reported an error');
-  }
+  const known = words?.missingReasons[value.unavailable];
+  return known ? trans.__(known) : keyWords(value.unavailable);
+}
+
+/** The word for a value that could not be read: the data's ("n/a"), else "n/a". */
+export function missingWord(words: Words | null, trans: Trans = plainTrans): string {
+  return trans.__(words?.missing || 'n/a');
+}
+
+/** The word for a name that could not be read: the data's ("unnamed"), else its key in words ("no name"). */
+export function noNameWord(words: Words | null, trans: Trans = plainTrans): string {
+  return words?.noName ? trans.__(words.noName) : keyWords('no_name');
 }
 
 export function isNumber(value: unknown): value is number {
@@ -117,21 +122,20 @@ export function formatDuration(seconds: number, trans: Trans = plainTrans): stri
   return trans.__('%1 min %2 s', formatInt(Math.floor(whole / 60)), String(whole % 60));
 }
 
-const NA_TEXT = (trans: Trans) => trans.__('n/a');
-
 /**
  * One value as text. NA becomes "n/a" with its reason as the tooltip; a number goes through `format`;
- * a missing value (null/undefined) becomes `missing` ("n/a" unless told); anything else is a bug of the
+ * a missing value (null/undefined) becomes `missing` (the data's word for it unless told); anything else is a bug of the
  * answer and says so rather than printing [object Object].
  */
 export function show(
   value: unknown,
   format: (value: number) => string = formatInt,
   trans: Trans = plainTrans,
-  missing?: string
+  missing?: string,
+  words: Words | null = null
 ): Shown {
   if (isNA(value)) {
-    return { text: NA_TEXT(trans), title: naReason(value, trans), na: true };
+    return { text: missingWord(words, trans), title: naReason(value, trans, words), na: true };
   }
   if (isNumber(value)) {
     return { text: format(value), title: '', na: false };
@@ -140,9 +144,9 @@ export function show(
     return { text: value, title: '', na: false };
   }
   if (value === null || value === undefined) {
-    return { text: missing ?? NA_TEXT(trans), title: '', na: true };
+    return { text: missing ?? missingWord(words, trans), title: '', na: true };
   }
-  return { text: NA_TEXT(trans), title: trans.__('unexpected value from the server'), na: true };
+  return { text: missingWord(words, trans), title: trans.__('unexpected value from the server'), na: true };
 }
 
 /** A used-of-total memory figure as a bar: text "30,000 / 40,960 MiB (73%)", and the filled fraction (null: no bar). */
@@ -154,7 +158,12 @@ export interface MemoryBar {
   na: boolean;
 }
 
-export function memoryBar(used: unknown, total: unknown, trans: Trans = plainTrans): MemoryBar {
+export function memoryBar(
+  used: unknown,
+  total: unknown,
+  trans: Trans = plainTrans,
+  words: Words | null = null
+): MemoryBar {
   if (isNumber(used) && isNumber(total)) {
     const fraction = total > 0 ? Math.min(1, Math.max(0, used / total)) : null;
     const percent = fraction === null ? null : Math.round(fraction * 100);
@@ -164,8 +173,8 @@ export function memoryBar(used: unknown, total: unknown, trans: Trans = plainTra
         : trans.__('%1 / %2 MiB (%3%)', formatInt(used), formatInt(total), percent);
     return { text, title: '', fraction, percent, na: false };
   }
-  const u = show(used, formatInt, trans);
-  const t = show(total, formatInt, trans);
+  const u = show(used, formatInt, trans, undefined, words);
+  const t = show(total, formatInt, trans, undefined, words);
   if (u.na && t.na && u.title === t.title) {
     return { text: u.text, title: u.title, fraction: null, percent: null, na: true };
   }

@@ -4,7 +4,22 @@
  * while the server does not answer.
  */
 
-import { formatInt, isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import {
+  formatInt,
+  isNA,
+  isNumber,
+  memoryBar,
+  MemoryBar,
+  missingWord,
+  NA,
+  naReason,
+  noNameWord,
+  plainTrans,
+  show,
+  Shown,
+  Trans
+} from './format.js';
+import { readWords, Words } from './words.js';
 import { MigDeviceInfo, migLine, migRow, MigRow } from './mig.js';
 import {
   FrontNotebook,
@@ -73,6 +88,8 @@ export interface GpuRow {
   others: OtherProcessRow[];
   /** Why there is no process list (NVML gave none), or null. */
   processesMissing: string | null;
+  /** The data's word for a missing value ("n/a"), for the line that says the processes are missing. */
+  missing: string;
   /** "2 processes of other users, 512 MiB", or null. */
   hidden: string | null;
   kernelNote: string;
@@ -104,27 +121,28 @@ export function gpuRow(
   gpu: GpuInfo,
   front: FrontNotebook | null = null,
   trans: Trans = plainTrans,
-  owners: Owners = NO_OWNERS
+  owners: Owners = NO_OWNERS,
+  words: Words | null = null
 ): GpuRow {
-  const index = show(gpu.index, String, trans);
-  const name = show(gpu.name, String, trans);
+  const index = show(gpu.index, String, trans, undefined, words);
+  const name = show(gpu.name, String, trans, noNameWord(words, trans), words);
   const heading: Shown = {
     text: trans.__('GPU %1 · %2', index.text, name.text),
     title: [index.title, name.title].filter(Boolean).join('; '),
     na: index.na || name.na
   };
-  const error = isNA(gpu.error) ? naReason(gpu.error, trans) : null;
+  const error = isNA(gpu.error) ? naReason(gpu.error, trans, words) : null;
   const mig = Array.isArray(gpu.mig_devices)
-    ? gpu.mig_devices.filter(d => d && typeof d === 'object').map(d => migRow(d, front, trans, owners))
+    ? gpu.mig_devices.filter(d => d && typeof d === 'object').map(d => migRow(d, front, trans, owners, words))
     : [];
   // In MIG mode the GPU's processes are its MIG devices' (the union): listed under each device, not twice.
   const processes = mig.length ? [] : gpu.processes;
   let grouped: { notebooks: NotebookGroup[]; others: OtherProcessRow[] } = { notebooks: [], others: [] };
   let processesMissing: string | null = null;
   if (Array.isArray(processes)) {
-    grouped = groupByNotebook(processes, front, trans, owners);
+    grouped = groupByNotebook(processes, front, trans, owners, words);
   } else if (isNA(processes)) {
-    processesMissing = naReason(processes, trans);
+    processesMissing = naReason(processes, trans, words);
   } else if (processes !== undefined && processes !== null) {
     processesMissing = trans.__('unexpected value from the server');
   }
@@ -132,14 +150,15 @@ export function gpuRow(
     key: `gpu-${index.text}`,
     heading,
     error,
-    memory: memoryBar(gpu.memory_used_mib, gpu.memory_total_mib, trans),
-    utilization: show(gpu.utilization_gpu_pct, v => trans.__('%1%', formatInt(v)), trans),
-    temperature: show(gpu.temperature_c, v => trans.__('%1 °C', formatInt(v)), trans),
+    memory: memoryBar(gpu.memory_used_mib, gpu.memory_total_mib, trans, words),
+    utilization: show(gpu.utilization_gpu_pct, v => trans.__('%1%', formatInt(v)), trans, undefined, words),
+    temperature: show(gpu.temperature_c, v => trans.__('%1 °C', formatInt(v)), trans, undefined, words),
     notebooks: grouped.notebooks,
     others: grouped.others,
     processesMissing,
+    missing: missingWord(words, trans),
     // In MIG mode these describe the union of the devices' processes: each device says its own part.
-    hidden: mig.length ? null : hiddenSummary(gpu.hidden_processes, trans),
+    hidden: mig.length ? null : hiddenSummary(gpu.hidden_processes, trans, words),
     kernelNote: !mig.length && typeof gpu.kernel_note === 'string' ? gpu.kernel_note : '',
     historyKey: index.na ? null : index.text,
     short: trans.__('GPU %1', index.text),
@@ -188,6 +207,8 @@ export function withKernels(answer: GpusAnswer): GpusAnswer {
 export function serverView(data: unknown, front: FrontNotebook | null = null, trans: Trans = plainTrans): ServerView {
   const answer = typeof data === 'object' && data !== null ? withKernels(data as GpusAnswer) : (data as GpusAnswer);
   const view: ServerView = { problem: null, driver: '', gpus: [], empty: null, kernelNote: '', stale: null };
+  // The server's words for missing values (null from an older server: each key reads as itself).
+  const words = typeof data === 'object' && data !== null ? readWords(answer.words) : null;
   if (typeof data !== 'object' || data === null || typeof answer.nvml !== 'object' || answer.nvml === null) {
     view.problem = trans.__('The server gave an answer the sidebar does not understand.');
     return view;
@@ -196,12 +217,12 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
   view.stale = staleLine(answer.stale, trans);
   const nvml = answer.nvml;
   if (!nvml.available || isNA(nvml.error)) {
-    const reason = isNA(nvml.error) ? naReason(nvml.error, trans) : trans.__('NVML is not available on this server');
+    const reason = isNA(nvml.error) ? naReason(nvml.error, trans, words) : trans.__('NVML is not available on this server');
     view.problem = trans.__('No GPU figures: %1', reason);
     return view;
   }
-  const driver = show(nvml.driver_version, String, trans);
-  const cuda = show(nvml.cuda_driver_version, String, trans);
+  const driver = show(nvml.driver_version, String, trans, undefined, words);
+  const cuda = show(nvml.cuda_driver_version, String, trans, undefined, words);
   view.driver = trans.__('Driver %1 · CUDA %2', driver.text, cuda.text);
   if (!Array.isArray(answer.gpus)) {
     view.problem = trans.__('The server gave an answer the sidebar does not understand.');
@@ -211,7 +232,7 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
     ownProcesses: answer.own_processes === 'server' || answer.own_processes === 'user' ? answer.own_processes : null,
     serverUser: typeof answer.server_user === 'string' ? answer.server_user : serverUserOf(answer.gpus)
   };
-  view.gpus = answer.gpus.map(gpu => gpuRow(gpu, front, trans, owners));
+  view.gpus = answer.gpus.map(gpu => gpuRow(gpu, front, trans, owners, words));
   if (!view.gpus.length) {
     view.empty = trans.__('NVML sees no GPU on this server.');
   }

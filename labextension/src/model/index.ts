@@ -7,6 +7,7 @@
  * language pack translates the sidebar; the tests use `plainTrans`, which only fills placeholders.
  *
  * The files, each importing only those above it:
+ * - words.ts: the data's words for states and missing values (the comm's and the server's `words`);
  * - format.ts: translation, "not available" values, numbers, sizes, durations and times as text;
  * - processes.ts: a GPU's processes as rows (by notebook, idle time, shut-down eligibility, ownership);
  * - mig.ts: MIG devices as rows under their GPU;
@@ -19,6 +20,7 @@
  * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages.
  */
 
+export * from './words.js';
 export * from './format.js';
 export * from './processes.js';
 export * from './mig.js';

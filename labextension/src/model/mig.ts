@@ -4,7 +4,8 @@
  * device: those read "not reported", never 0.
  */
 
-import { formatInt, isNA, isNumber, memoryBar, MemoryBar, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import { formatInt, isNA, isNumber, memoryBar, MemoryBar, missingWord, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import type { Words } from './words.js';
 import {
   FrontNotebook,
   GpuProcess,
@@ -47,6 +48,7 @@ export interface MigRow {
   notebooks: NotebookGroup[];
   others: OtherProcessRow[];
   processesMissing: string | null;
+  missing: string;
   hidden: string | null;
   kernelNote: string;
 }
@@ -64,10 +66,11 @@ export function migRow(
   device: MigDeviceInfo,
   front: FrontNotebook | null = null,
   trans: Trans = plainTrans,
-  owners: Owners = NO_OWNERS
+  owners: Owners = NO_OWNERS,
+  words: Words | null = null
 ): MigRow {
   const profile = profileOf(device);
-  const slot = show(device.index, String, trans);
+  const slot = show(device.index, String, trans, undefined, words);
   const short = profile ? trans.__('MIG %1', profile) : trans.__('MIG device');
   const uuid = typeof device.uuid === 'string' ? device.uuid : null;
   const ids = [
@@ -80,9 +83,9 @@ export function migRow(
   let grouped: { notebooks: NotebookGroup[]; others: OtherProcessRow[] } = { notebooks: [], others: [] };
   let processesMissing: string | null = null;
   if (Array.isArray(device.processes)) {
-    grouped = groupByNotebook(device.processes, front, trans, owners);
+    grouped = groupByNotebook(device.processes, front, trans, owners, words);
   } else if (isNA(device.processes)) {
-    processesMissing = naReason(device.processes, trans);
+    processesMissing = naReason(device.processes, trans, words);
   }
   const notReported: Shown = {
     text: trans.__('not reported'),
@@ -99,12 +102,17 @@ export function migRow(
       na: false
     },
     short,
-    memory: memoryBar(device.memory_used_mib, device.memory_total_mib, trans),
-    utilization: isNumber(util) ? show(util, v => trans.__('%1%', formatInt(v)), trans) : isNA(util) ? show(util, String, trans) : notReported,
+    memory: memoryBar(device.memory_used_mib, device.memory_total_mib, trans, words),
+    utilization: isNumber(util)
+      ? show(util, v => trans.__('%1%', formatInt(v)), trans, undefined, words)
+      : isNA(util)
+        ? show(util, String, trans, undefined, words)
+        : notReported,
     notebooks: grouped.notebooks,
     others: grouped.others,
     processesMissing,
-    hidden: hiddenSummary(device.hidden_processes, trans),
+    missing: missingWord(words, trans),
+    hidden: hiddenSummary(device.hidden_processes, trans, words),
     kernelNote: typeof device.kernel_note === 'string' ? device.kernel_note : ''
   };
 }

@@ -3,7 +3,18 @@
  * the rows built from the kernel's sections (settings, devices, cells, placement) into `notebookView`.
  */
 
-import { formatDeltaMiB, formatDuration, formatMiB, isNA, isNumber, naReason, plainTrans, Trans } from './format.js';
+import {
+  formatDeltaMiB,
+  formatDuration,
+  formatMiB,
+  isNA,
+  isNumber,
+  missingWord,
+  naReason,
+  plainTrans,
+  Trans
+} from './format.js';
+import { keyWords, readWords, Words } from './words.js';
 
 // -- the kernel comm ("This notebook") ---------------------------------------------------------------------
 
@@ -87,7 +98,20 @@ export function mergeMessage(previous: Sections | null, data: unknown): Sections
   return previous;
 }
 
+/**
+ * The words a comm message carries (a `state` message has the kernel's `words`): `undefined` when the message
+ * says nothing of them (a `changes` message: keep the last), null when a `state` has none (an older kernel).
+ */
+export function messageWords(data: unknown): Words | null | undefined {
+  if (typeof data !== 'object' || data === null || (data as { type?: unknown }).type !== 'state') {
+    return undefined;
+  }
+  return readWords((data as { words?: unknown }).words);
+}
+
 export type Level = 'ok' | 'info' | 'warn' | 'error';
+
+const LEVELS: ReadonlySet<string> = new Set(['ok', 'info', 'warn', 'error']);
 
 export interface SettingRow {
   key: string;
@@ -155,7 +179,7 @@ export interface NotebookView {
 }
 
 /** A kernel-section value as plain text: "" when missing, the reason when NA. */
-export function text(value: unknown, trans: Trans): string {
+export function text(value: unknown, trans: Trans, words: Words | null = null): string {
   if (value === null || value === undefined) {
     return '';
   }
@@ -166,63 +190,48 @@ export function text(value: unknown, trans: Trans): string {
     return String(value);
   }
   if (isNA(value)) {
-    return naReason(value, trans);
+    return naReason(value, trans, words);
   }
   return trans.__('unexpected value');
 }
 
-function stateWords(state: string, trans: Trans): string {
-  switch (state) {
-    case 'not_installed':
-      return trans.__('not installed');
-    case 'not_imported':
-      return trans.__('not imported yet');
-    case 'importing':
-      return trans.__('importing');
-    case 'imported':
-      return trans.__('imported');
-    case 'enumerated':
-      return trans.__('imported, devices listed');
-    case 'initialized':
-      return trans.__('runtime initialized');
-    default:
-      return state.replace(/_/g, ' ');
-  }
+/** TensorFlow's state (as the kernel names it, "not_imported") in the kernel's words. */
+export function tfStateWords(state: string, trans: Trans = plainTrans, words: Words | null = null): string {
+  const known = words?.tfStates[state];
+  return known ? trans.__(known) : keyWords(state);
 }
 
-/** A setting's status (as the kernel names it) in words, with the level for its colour. */
-export function statusWords(status: string, trans: Trans): { words: string; level: Level } {
-  switch (status) {
-    case 'applied':
-      return { words: trans.__('applied'), level: 'ok' };
-    case 'unchanged':
-      return { words: trans.__('already in force'), level: 'ok' };
-    case 'pending':
-      return { words: trans.__('waiting for import'), level: 'info' };
-    case 'no_gpu':
-      return { words: trans.__('no GPU to apply to'), level: 'warn' };
-    case 'refused':
-      return { words: trans.__('refused'), level: 'error' };
-    case 'no_device':
-      return { words: trans.__('no such device'), level: 'error' };
-    case 'failed':
-      return { words: trans.__('failed'), level: 'error' };
-    default:
-      return { words: status.replace(/_/g, ' '), level: 'info' };
+/**
+ * A setting's status (as the kernel names it, "no_gpu") in the kernel's words, with the level for its colour;
+ * without the kernel's words, the key itself at level info.
+ */
+export function statusWords(
+  status: string,
+  trans: Trans = plainTrans,
+  words: Words | null = null
+): { words: string; level: Level } {
+  const known = words?.settingStates[status];
+  if (known) {
+    return { words: trans.__(known.words), level: LEVELS.has(known.level) ? (known.level as Level) : 'info' };
   }
+  return { words: keyWords(status), level: 'info' };
 }
 
 /** The settings table: setting, asked, status (in words, with a level for its colour), detail. */
-export function settingRows(kernel: Sections | null | undefined, trans: Trans = plainTrans): SettingRow[] {
+export function settingRows(
+  kernel: Sections | null | undefined,
+  trans: Trans = plainTrans,
+  words: Words | null = null
+): SettingRow[] {
   const settings = kernel && Array.isArray(kernel.settings) ? kernel.settings : [];
   return settings.map((s: any, i: number) => {
-    const status = statusWords(text(s?.status, trans), trans);
+    const status = statusWords(text(s?.status, trans), trans, words);
     return {
       key: `${text(s?.setting, trans)}-${i}`,
       setting: text(s?.setting, trans),
       asked: text(s?.asked, trans),
       status: status.words,
-      detail: text(s?.detail, trans),
+      detail: text(s?.detail, trans, words),
       level: status.level
     };
   });
@@ -232,7 +241,8 @@ export function settingRows(kernel: Sections | null | undefined, trans: Trans = 
 export function deviceRows(
   kernel: Sections | null | undefined,
   memory: Sections | null | undefined,
-  trans: Trans = plainTrans
+  trans: Trans = plainTrans,
+  words: Words | null = null
 ): { rows: DeviceRow[]; note: string } {
   const tf = (kernel && kernel.tensorflow) || {};
   const logical: any[] | null = Array.isArray(tf.logical_devices) ? tf.logical_devices : null;
@@ -240,7 +250,7 @@ export function deviceRows(
   const byName = new Map<string, any>(allocators.map(m => [text(m?.device, trans), m]));
   const memoryText = (m: any): string => {
     if (!m || !isNumber(m.current_mib)) {
-      return m ? trans.__('n/a') : '';
+      return m ? missingWord(words, trans) : '';
     }
     return isNumber(m.peak_mib)
       ? trans.__('%1 (peak %2)', formatMiB(m.current_mib, trans), formatMiB(m.peak_mib, trans))
@@ -281,15 +291,15 @@ export function deviceRows(
 }
 
 /** The last `count` cells TensorFlow ran, oldest first: number, duration, and per allocator its change and peak. */
-export function cellRows(cells: unknown, count = 5, trans: Trans = plainTrans): CellRow[] {
+export function cellRows(cells: unknown, count = 5, trans: Trans = plainTrans, words: Words | null = null): CellRow[] {
   if (!Array.isArray(cells)) {
     return [];
   }
   return cells.slice(-count).map((c: any, i: number) => {
-    const label = isNumber(c?.cell) ? trans.__('[%1]', c.cell) : trans.__('[?]');
+    const label = trans.__('[%1]', isNumber(c?.cell) ? c.cell : missingWord(words, trans));
     const devices = (Array.isArray(c?.devices) ? c.devices : []).map((d: any) => {
-      const delta = isNumber(d?.delta_mib) ? formatDeltaMiB(d.delta_mib, trans) : trans.__('n/a');
-      const peak = isNumber(d?.peak_mib) ? formatMiB(d.peak_mib, trans) : trans.__('n/a');
+      const delta = isNumber(d?.delta_mib) ? formatDeltaMiB(d.delta_mib, trans) : missingWord(words, trans);
+      const peak = isNumber(d?.peak_mib) ? formatMiB(d.peak_mib, trans) : missingWord(words, trans);
       return trans.__('%1 %2, peak %3', text(d?.device, trans), delta, peak);
     });
     const notes = [];
@@ -343,8 +353,15 @@ export function placementView(placement: unknown, count = 8, trans: Trans = plai
   return { summary, rows, notes };
 }
 
-/** Everything the "This notebook" section shows, from the merged sections (null: nothing received). */
-export function notebookView(sections: Sections | null, trans: Trans = plainTrans): NotebookView {
+/**
+ * Everything the "This notebook" section shows, from the merged sections (null: nothing received), with the
+ * kernel's words for states and missing values (`messageWords` of its last state message).
+ */
+export function notebookView(
+  sections: Sections | null,
+  trans: Trans = plainTrans,
+  words: Words | null = null
+): NotebookView {
   const s = sections ?? {};
   const kernel = s.kernel && typeof s.kernel === 'object' ? (s.kernel as Sections) : null;
   const view: NotebookView = {
@@ -373,7 +390,7 @@ export function notebookView(sections: Sections | null, trans: Trans = plainTran
     return view;
   }
   const tf = (kernel.tensorflow && typeof kernel.tensorflow === 'object' ? kernel.tensorflow : {}) as Sections;
-  const state = stateWords(text(tf.state, trans), trans);
+  const state = tfStateWords(text(tf.state, trans), trans, words);
   view.tensorflow = tf.version
     ? trans.__('TensorFlow %1: %2', text(tf.version, trans), state)
     : trans.__('TensorFlow: %1', state);
@@ -387,12 +404,12 @@ export function notebookView(sections: Sections | null, trans: Trans = plainTran
     parts.push(trans.__('tfgpu_magic %1', text(kernel.tfgpu_version, trans)));
   }
   view.kernel = parts.join(' · ');
-  view.settings = settingRows(kernel, trans);
+  view.settings = settingRows(kernel, trans, words);
   view.settingsEmpty = view.settings.length ? '' : trans.__('No setting asked (%tfgpu help lists them).');
-  const devices = deviceRows(kernel, s.memory, trans);
+  const devices = deviceRows(kernel, s.memory, trans, words);
   view.devices = devices.rows;
   view.devicesNote = devices.note;
-  view.cells = cellRows(s.cells, 5, trans);
+  view.cells = cellRows(s.cells, 5, trans, words);
   if (!view.cells.length) {
     view.cellsNote = trans.__("Per-cell memory appears once TensorFlow's runtime runs.");
   }

@@ -4,7 +4,8 @@
  * processes by name, pid and user, marked where they are another Jupyter server's under the same OS user.
  */
 
-import { formatMiB, formatSpan, isNumber, NA, plainTrans, show, Shown, Trans } from './format.js';
+import { formatMiB, formatSpan, isNumber, missingWord, NA, noNameWord, plainTrans, show, Shown, Trans } from './format.js';
+import type { Words } from './words.js';
 
 // -- the server's answer: processes ---------------------------------------------------------------------------
 
@@ -163,7 +164,8 @@ export function groupByNotebook(
   processes: GpuProcess[],
   front: FrontNotebook | null = null,
   trans: Trans = plainTrans,
-  owners: Owners = NO_OWNERS
+  owners: Owners = NO_OWNERS,
+  words: Words | null = null
 ): { notebooks: NotebookGroup[]; others: OtherProcessRow[] } {
   interface Acc {
     kernel: ProcessKernel;
@@ -193,17 +195,17 @@ export function groupByNotebook(
         acc.ownProcess = true;
       }
       acc.pids.push(
-        trans.__('pid %1 (%2)', show(proc.pid, String, trans).text, relationWords(kernel.relation, trans))
+        trans.__('pid %1 (%2)', show(proc.pid, String, trans, undefined, words).text, relationWords(kernel.relation, trans))
       );
       return;
     }
     if (!proc) {
       return;
     }
-    const pid = show(proc.pid, String, trans);
-    const name = show(proc.name, String, trans, trans.__('unknown process'));
-    const user = show(proc.user, String, trans, trans.__('unknown user'));
-    const memory = show(proc.used_mib, v => formatMiB(v, trans), trans, trans.__('unknown'));
+    const pid = show(proc.pid, String, trans, undefined, words);
+    const name = show(proc.name, String, trans, noNameWord(words, trans), words);
+    const user = show(proc.user, String, trans, undefined, words);
+    const memory = show(proc.used_mib, v => formatMiB(v, trans), trans, undefined, words);
     const otherServer = otherServerTag(proc, user, owners, trans);
     others.push({
       key: `pid-${pid.text}-${others.length}`,
@@ -235,7 +237,7 @@ export function groupByNotebook(
     let usedMib: number | null;
     if (known === 0) {
       usedMib = null;
-      memory = { text: trans.__('unknown'), title: trans.__('NVML gives no memory figure for its processes'), na: true };
+      memory = { text: missingWord(words, trans), title: trans.__('NVML gives no memory figure for its processes'), na: true };
     } else if (acc.unknown > 0) {
       usedMib = acc.used;
       memory = {
@@ -290,12 +292,13 @@ export function groupByNotebook(
 /** "2 processes of other users, 512 MiB". */
 export function hiddenSummary(
   hidden: { count: number; used_mib: number | null | NA } | null | undefined,
-  trans: Trans = plainTrans
+  trans: Trans = plainTrans,
+  words: Words | null = null
 ): string | null {
   if (!hidden || !isNumber(hidden.count) || hidden.count <= 0) {
     return null;
   }
-  const memory = isNumber(hidden.used_mib) ? formatMiB(hidden.used_mib, trans) : trans.__('memory unknown');
+  const memory = isNumber(hidden.used_mib) ? formatMiB(hidden.used_mib, trans) : trans.__('memory %1', missingWord(words, trans));
   return trans._n(
     '%1 process of other users, %2',
     '%1 processes of other users, %2',
