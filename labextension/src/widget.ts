@@ -281,7 +281,7 @@ export class GpuSidebar extends Widget {
       kept = { chart: new GpuChart(this._trans, utilization, small), key, utilization };
       this._charts.set(slot, kept);
     }
-    kept.chart.update(chartView(key, history, this._serverNow, { utilization }, this._trans));
+    kept.chart.update(chartView(key, history, this._serverNow, { utilization, words: this._wordsOf(null) }, this._trans));
     return kept.chart.node;
   }
 
@@ -293,7 +293,7 @@ export class GpuSidebar extends Widget {
         this._charts.delete(slot); // its GPU is gone (or the history): a new chart if it comes back
         continue;
       }
-      chart.update(chartView(key, history, this._serverNow, { utilization }, this._trans));
+      chart.update(chartView(key, history, this._serverNow, { utilization, words: this._wordsOf(null) }, this._trans));
     }
   }
 

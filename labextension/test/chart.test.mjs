@@ -204,3 +204,10 @@ test('a GPU whose memory total is unknown draws no memory line rather than a wro
   const withTotal = chartView('0', kept, 2, { utilization: true, totalMib: 100 });
   assert.notEqual(withTotal.series[0].path, '');
 });
+
+test('a value the samples lack is named with the data\'s word for a missing value', () => {
+  const kept = mergeHistory(null, history({ 0: series([100, 102], [null, null], [null, null]) }), 102);
+  const view = chartView('0', kept, 102, { utilization: true, words: { missing: 'WORD', settingStates: {}, tfStates: {}, missingReasons: {}, noName: '' } });
+  assert.match(view.summary, /memory used WORD, utilization WORD/);
+  assert.match(hoverAt(view, 1).values, /mem WORD · util WORD/);
+});

@@ -34,3 +34,8 @@ test('hidden (null) with no GPU memory, no kernel, another kernel, no NVML or no
   assert.equal(statusBarView(undefined, 'k1'), null);
   assert.equal(statusBarView(answer([{ index: 1, processes: { unavailable: 'no_permission' } }]), 'k1'), null);
 });
+
+test('a MIG device without its number is named with the data\'s word for a missing value', () => {
+  const data = { ...answer([{ index: 3, processes: [], mig_devices: [{ processes: [proc(10, 700)] }] }]), words: { missing: 'WORD' } };
+  assert.equal(statusBarView(data, 'k1').text, 'GPU 3/WORD · 700 MiB');
+});

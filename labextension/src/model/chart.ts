@@ -5,8 +5,9 @@
  * are in the chart's own box (CHART_W x CHART_H), which the SVG stretches to the sidebar's width.
  */
 
-import { clockTime, formatInt, isNumber, plainTrans, Trans } from './format.js';
+import { clockTime, formatInt, isNumber, missingWord, plainTrans, Trans } from './format.js';
 import { HISTORY_WINDOW_S, KeptHistory, KeptSeries } from './history.js';
+import type { Words } from './words.js';
 
 export const CHART_W = 300;
 export const CHART_H = 60;
@@ -182,6 +183,8 @@ export interface ChartView {
   empty: string;
   /** The chart's accessible name, with the latest values. */
   summary: string;
+  /** The word for a value the samples do not have (the data's `words`, core/words.py). */
+  missing: string;
 }
 
 /** How long a sample may hold: a few sampling intervals, so one late sample is no gap but a stopped sampler is. */
@@ -194,8 +197,8 @@ function memoryPct(series: KeptSeries, totalMib: number | null): (number | null)
   return series.memoryUsedMib.map(used => (isNumber(used) && isNumber(total) && total > 0 ? (used / total) * 100 : null));
 }
 
-function pctText(value: number | null, trans: Trans): string {
-  return value === null ? trans.__('n/a') : trans.__('%1%', formatInt(value));
+function pctText(value: number | null, missing: string, trans: Trans): string {
+  return value === null ? missing : trans.__('%1%', formatInt(value));
 }
 
 /**
@@ -207,9 +210,10 @@ export function chartView(
   key: string,
   history: KeptHistory,
   end: number,
-  options: { utilization: boolean; totalMib?: number | null; windowS?: number },
+  options: { utilization: boolean; totalMib?: number | null; windowS?: number; words?: Words | null },
   trans: Trans = plainTrans
 ): ChartView {
+  const missing = missingWord(options.words ?? null, trans);
   const windowS = options.windowS ?? HISTORY_WINDOW_S;
   const scale = { start: end - windowS, end };
   const maxHold = maxHoldOf(history.intervalS);
@@ -232,7 +236,7 @@ export function chartView(
     }
   }
   const empty = series.every(s => !s.path) ? trans.__('No samples yet') : '';
-  const latest = series.map(s => `${s.label} ${pctText(valueAt(s.t, s.pct, end, maxHold), trans)}`).join(', ');
+  const latest = series.map(s => `${s.label} ${pctText(valueAt(s.t, s.pct, end, maxHold), missing, trans)}`).join(', ');
   const minutes = formatInt(windowS / 60);
   return {
     key,
@@ -242,6 +246,7 @@ export function chartView(
     series,
     ticks: timeTicks(scale.start, scale.end, trans),
     empty,
+    missing,
     summary: options.utilization
       ? trans.__('Memory used and utilization over the last %1 min; now: %2', minutes, latest)
       : trans.__('Memory used over the last %1 min; now: %2', minutes, latest)
@@ -264,7 +269,7 @@ export function hoverAt(
       trans.__(
         '%1 %2',
         s.id === 'memory' ? trans.__('mem') : trans.__('util'),
-        pctText(valueAt(s.t, s.pct, t, view.maxHold), trans)
+        pctText(valueAt(s.t, s.pct, t, view.maxHold), view.missing, trans)
       )
     )
     .join(' · ');

@@ -3,8 +3,9 @@
  * sidebar's answer (no request of its own). Null where it holds none, or there is no answer: the item hides.
  */
 
-import { formatMiB, isNumber, plainTrans, Trans } from './format.js';
+import { formatMiB, isNumber, missingWord, plainTrans, Trans } from './format.js';
 import { GpusAnswer, withKernels } from './gpus.js';
+import { readWords } from './words.js';
 
 export interface StatusBarView {
   /** "GPU 1 · 6.0 GiB", "GPUs 1, 3 · 8.0 GiB", "GPU 3/0 · 1,000 MiB" (a MIG device: parent/slot). */
@@ -36,6 +37,7 @@ export function statusBarView(data: unknown, kernelId: string | null, trans: Tra
   if (!answer.nvml || !answer.nvml.available || !Array.isArray(answer.gpus)) {
     return null;
   }
+  const missing = missingWord(readWords((data as { words?: unknown }).words), trans);
   const held: [string, number][] = [];
   for (const gpu of answer.gpus) {
     if (!gpu || !isNumber(gpu.index)) {
@@ -47,7 +49,7 @@ export function statusBarView(data: unknown, kernelId: string | null, trans: Tra
       for (const mig of migs) {
         const mib = heldOn(mig && mig.processes, kernelId);
         if (mib > 0) {
-          held.push([`${gpu.index}/${isNumber(mig.index) ? mig.index : '?'}`, mib]);
+          held.push([`${gpu.index}/${isNumber(mig.index) ? mig.index : missing}`, mib]);
         }
       }
     } else {
