@@ -1,5 +1,7 @@
 """Screenshots of the live panel (`%tfgpu panel`) in JupyterLab's light and dark themes, for the README:
-docs/panel-light.png and docs/panel-dark.png (the Memory tab), and docs/panel-devices-light.png (the Devices tab).
+docs/panel-light.png and docs/panel-dark.png (the Memory tab, with its charts), docs/panel-devices-light.png (the
+Devices tab), and docs/panel-settings-light.png and docs/panel-settings-dark.png (the Settings tab after TensorFlow
+started and `%tfgpu cpus 3` was refused as too late).
 
     python benchmarks/screenshot_panel.py [--out docs] [--width 1100] [--scale 1] [--mig]
 
@@ -17,9 +19,10 @@ A100 nearly full, an H100 this kernel holds memory on, an idle T4). The steps ar
     %config TfgpuMagics.refresh_interval = 0.25 / %tfgpu panel
 
 then a cell that makes a 64 MiB tensor and sleeps 6 s, so the chart has something to show; once it is done the
-panel's output is photographed, then its Devices tab, then the Memory tab again in JupyterLab Dark. It prints the
-contrast of the panel's text, chart labels and chart lines against the background, as the browser computed them.
-Takes about 40 s.
+panel's output is photographed, then its Devices tab; a cell runs `%tfgpu cpus 3` (refused: the runtime has
+started) and the Settings tab is photographed; then the Settings and Memory tabs again in JupyterLab Dark. It prints
+the contrast of the panel's text, chart labels and chart lines against the background, as the browser computed
+them. Takes about 50 s.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from fakenvml import FakeNvmlUnavailable, build_fake_nvml, fake_env, mig_gpu, th
 from labsession import (  # noqa: E402
     CELL,
     Lab,
+    add_cell_below,
     browser_available,
     cell_output,
     panel_tab,
+    run_cell,
     set_theme,
     shoot_panel,
     show_panel,
@@ -66,11 +71,10 @@ CONTRAST_JS = """(panel) => {
   measure('muted note', panel.querySelector('.tfgpu-panel-memory p[style*="font-color2"]'), 'color');
   measure('chart labels', panel.querySelector('.tfgpu-panel-chart svg text'), 'fill');
   measure('legend', panel.querySelector('.tfgpu-panel-chart svg + div'), 'color');
-  // Every chart (GPU memory, allocators, utilization), each line with its legend entry.
+  // Every chart (GPU memory, allocators, utilization), each line and each reserved share's edge by its name.
   panel.querySelectorAll('.tfgpu-panel-chart svg').forEach((svg) => {
-    const labels = svg.nextElementSibling ? svg.nextElementSibling.querySelectorAll(':scope > span') : [];
-    svg.querySelectorAll('polyline').forEach((line, k) => {
-      measure('line: ' + (labels[k] ? labels[k].textContent : k), line, 'stroke'); }); });
+    svg.querySelectorAll('path.tfgpu-series-line, path.tfgpu-series-edge').forEach((line) => {
+      measure('line: ' + line.getAttribute('aria-label'), line, 'stroke'); }); });
   return out;
 }"""
 
@@ -121,8 +125,18 @@ def main() -> int:
             shoot(page, panel, args.out / "panel-light.png")
             panel_tab(panel, "Devices")
             shoot(page, panel, args.out / "panel-devices-light.png")
-            panel_tab(panel, "Memory")
+            # A setting asked too late: the Settings tab shows the value in force, the refusal and the red restart.
+            page.locator(CELL).nth(big).locator(".jp-InputPrompt").click()  # the new cell goes below the last
+            add_cell_below(page)
+            run_cell(page, big + 1, "%tfgpu cpus 3")
+            page.locator(CELL).first.locator(".jp-InputPrompt").click()
+            page.keyboard.press("Escape")
+            panel_tab(panel, "Settings")
+            panel.get_by_text("Restart kernel and apply").wait_for(timeout=30_000)
+            shoot(page, panel, args.out / "panel-settings-light.png")
             set_theme(page, "JupyterLab Dark")
+            shoot(page, panel, args.out / "panel-settings-dark.png")
+            panel_tab(panel, "Memory")
             shoot(page, panel, args.out / "panel-dark.png")
     return 0
 

@@ -1,5 +1,7 @@
 """`%tfgpu panel` in JupyterLab in Chromium: the live panel renders as a widget (not its text fallback), names the
-devices, shows a memory figure and follows it while a cell runs, in the light and the dark theme.
+devices, shows a memory figure and follows it while a cell runs, in the light and the dark theme; its Settings tab
+is one aligned form at any width (no label cut), shows the values in force, says once why they are fixed, and after a
+refusal keeps the value in force and offers the restart in the destructive red.
 
 One Lab and one notebook for the whole check (about a minute on two cores). Its kernels see three fake GPUs
 (tests/support/fakenvml) and run real TensorFlow on the CPU; `%tfgpu cpumem on` gives TensorFlow's CPU allocator
@@ -19,11 +21,13 @@ from labsession import (
     BIG_TENSOR_MIB,
     CELL,
     PANEL_CELL,
+    add_cell_below,
     cell_output,
     in_use_mib,
     keep_screenshot,
     panel_tab,
     require_browser,
+    run_cell,
     set_theme,
     shoot_panel,
     show_panel,
@@ -36,6 +40,35 @@ GPU_NAMES = [gpu["name"] for gpu in three_gpus()["gpus"]]
 # What the output shows when the widget does not render: the manager's placeholder, or the text/plain fallback
 # (the widget's repr: "Panel(children=(HTML(value=..." for the panel, "VBox(..." for a plain box).
 NOT_RENDERED = ("Loading widget", "VBox(", "Panel(children")
+
+# The Settings form as the browser laid it out: each label's box and text width, each input's box and value, and the
+# restart button's colour beside the theme's error colour.
+FORM_JS = """(panel) => {
+  const grid = panel.querySelector('.widget-gridbox');
+  const box = (el) => { const r = el.getBoundingClientRect(); return {left: r.left, width: r.width}; };
+  const labels = [...grid.querySelectorAll(':scope > .widget-label')].map((el) => ({
+    text: el.textContent, clipped: el.scrollWidth > el.clientWidth + 1, ...box(el)}));
+  const inputs = [...grid.querySelectorAll(':scope > .widget-text input, :scope > .widget-dropdown select')].map(
+    (el) => ({value: el.value, disabled: el.disabled, ...box(el)}));
+  const button = [...panel.querySelectorAll('button')].find((b) => b.textContent === 'Restart kernel and apply');
+  const probe = document.createElement('div');
+  probe.style.background = 'var(--jp-error-color1)';
+  document.body.appendChild(probe);
+  const red = getComputedStyle(probe).backgroundColor;
+  probe.remove();
+  return {labels, inputs, red, restart: button && button.offsetParent !== null ? getComputedStyle(button)
+    .backgroundColor : null};
+}"""
+
+
+def check_form(panel) -> dict:
+    form = panel.evaluate(FORM_JS)
+    assert [label["text"] for label in form["labels"]] == ["visible GPUs", "memory growth", "memory limit",
+                                                          "logical CPUs", "CPU figures", "placement log"], form
+    assert not [label for label in form["labels"] if label["clipped"]], form["labels"]
+    assert len({round(i["left"]) for i in form["inputs"]}) == 1, form["inputs"]  # one column
+    assert len({round(i["width"]) for i in form["inputs"]}) == 1, form["inputs"]  # one width
+    return form
 
 
 @pytest.fixture
@@ -106,5 +139,32 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     set_theme(page, "JupyterLab Dark")
     expect(panel).to_contain_text("TensorFlow CPU allocator", use_inner_text=True)
     keep_screenshot(shoot_panel(page, tmp_path / "panel-dark.png"))
-    for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png"):
+
+    # The Settings tab after TensorFlow started: the values in force, the reason once, aligned at any width.
+    panel_tab(panel, "Settings")
+    expect(panel).to_contain_text("TensorFlow's runtime has started", use_inner_text=True)
+    assert panel.inner_text().count("TensorFlow's runtime has started") == 1, panel.inner_text()
+    form = check_form(panel)
+    values = [i["value"] for i in form["inputs"]]
+    assert values[:5] == ["all", "off", "off", "2", "on"] and all(i["disabled"] for i in form["inputs"][:5]), form
+    assert form["restart"] is None  # nothing refused yet
+    for width in (620, 1600):  # narrow and wide: still one column of inputs, no label cut
+        page.set_viewport_size({"width": width, "height": 2000})
+        page.wait_for_timeout(300)
+        check_form(panel)
+    page.set_viewport_size({"width": 1100, "height": 2000})
+    # A setting asked too late: refused in its cell; the form keeps the value in force and offers the red restart.
+    page.locator(CELL).nth(big).locator(".jp-InputPrompt").click()
+    add_cell_below(page)
+    run_cell(page, big + 1, "%tfgpu cpus 3")
+    expect(cell_output(page, big + 1)).to_contain_text("is too late")
+    expect(panel.get_by_text("Restart kernel and apply")).to_be_visible(timeout=30_000)
+    expect(panel).to_contain_text("3 refused: too late", use_inner_text=True)
+    form = check_form(panel)
+    assert form["inputs"][3]["value"] == "2", form["inputs"]  # the value in force, not the refused 3
+    assert form["restart"] == form["red"], form  # the destructive red, as the sidebar's
+    page.locator(CELL).first.locator(".jp-InputPrompt").click()
+    page.keyboard.press("Escape")
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-settings-dark.png"))
+    for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png", "panel-settings-dark.png"):
         assert (tmp_path / name).stat().st_size > 10_000, f"{name}: suspiciously small"

@@ -21,6 +21,13 @@ pytestmark = pytest.mark.tf
 def run_with_widgets(sources: list[str], **env: str) -> tuple[list[str], list[str]]:
     """Run the cells in one fresh kernel; return each cell's output text and the HTML values of every widget
     whose state nbclient stored (what a saved notebook would show)."""
+    texts, states = run_notebook(sources, **env)
+    values = [s["state"].get("value") for s in states.values() if s["model_name"] == "HTMLModel"]
+    return texts, [v for v in values if isinstance(v, str)]
+
+
+def run_notebook(sources: list[str], **env: str) -> tuple[list[str], dict[str, dict]]:
+    """Run the cells in one fresh kernel; return each cell's output text and every widget's stored state by id."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, allow_errors=False,
@@ -38,9 +45,7 @@ def run_with_widgets(sources: list[str], **env: str) -> tuple[list[str], list[st
             elif output.output_type in ("display_data", "execute_result"):
                 parts += [output.data.get("text/plain", ""), output.data.get("text/html", "")]
         texts.append("\n".join(parts))
-    states = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    values = [s["state"].get("value") for s in states.values() if s["model_name"] == "HTMLModel"]
-    return texts, [v for v in values if isinstance(v, str)]
+    return texts, nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
 
 
 def plain(markup: str) -> str:
@@ -88,6 +93,35 @@ def test_panel_state_in_a_real_kernel_has_cpus_placement_and_per_cell_memory():
     cells = next(s for s in shown if "Recent cells" in s)
     assert re.search(r"\b7 [\d.]+ s CPU:0", cells), cells
     assert "TensorFlow CPU allocator in use" in everything
+
+
+def test_the_settings_form_in_a_real_kernel_shows_the_values_in_force_after_a_refusal():
+    """After TensorFlow started with `cpus 2`, `cpumem on` and `placement on`, and `cpus 3` was refused as too
+    late: the saved widget state has each input at its value in force (cpus 2, not 3), the reason once, and the
+    restart button in the destructive style."""
+    refuse = "try:\n    get_ipython().run_line_magic('tfgpu', 'cpus 3')\nexcept Exception as err:\n    print(err)"
+    texts, states = run_notebook([*PANEL_SESSION[:5], "%tfgpu panel", refuse])
+    assert "is too late" in texts[-1], texts[-1]
+    by_id = {key: s for key, s in states.items()}
+    grid = next(s["state"] for s in by_id.values() if s["model_name"] == "GridBoxModel")
+    children = [by_id[ref.removeprefix("IPY_MODEL_")] for ref in grid["children"]]
+    labels = [c["state"]["value"] for c in children if c["model_name"] == "LabelModel"]
+    inputs = [c["state"] for c in children if c["model_name"] in ("TextModel", "DropdownModel")]
+    # The dropdowns' stored value is the index of their option (on, off).
+    shown = {label: (i.get("value") if "index" not in i else None, i.get("index"), i["disabled"])
+             for label, i in zip(labels, inputs, strict=True)}
+    assert shown["logical CPUs"] == ("2", None, True), shown  # the value in force, not the refused 3
+    assert shown["visible GPUs"] == ("all", None, True) and shown["memory limit"] == ("off", None, True)
+    assert shown["CPU figures"][1:] == (0, True) and shown["memory growth"][1:] == (1, True)  # on; off
+    assert shown["placement log"][1:] == (0, False)  # on, and still switchable
+    html = " ".join(plain(s["state"]["value"]) for s in by_id.values()
+                    if s["model_name"] == "HTMLModel" and isinstance(s["state"].get("value"), str))
+    assert html.count("TensorFlow's runtime has started") == 1, html
+    assert "3 refused: too late" in html
+    restart = next(s["state"] for s in by_id.values() if s["model_name"] == "ButtonModel"
+                   and s["state"].get("description") == "Restart kernel and apply")
+    assert restart["button_style"] == "danger" and restart["layout"]
+    assert by_id[restart["layout"].removeprefix("IPY_MODEL_")]["state"]["display"] in ("", None)  # shown
 
 
 NO_FIGURES_SESSION = [

@@ -1,11 +1,17 @@
 """The live panel: an ipywidgets face of the live model (core/live.py), rendered by render/live_html.py.
 
-Standard ipywidgets 8 only (HTML, Tab, Text, Dropdown, Button), so it renders wherever widgets do: JupyterLab 4,
-Notebook 7, VS Code. A panel subscribes to the kernel's one model; every open panel shares its refresher thread,
-and the last panel closed stops it. Widgets are only ever given new values when their rendered HTML differs, so
-a refresh in which nothing changed sends no comm message. The controls apply settings the way the magic does
-(core/changes.py parses, context.configure applies), so a value the magic refuses gets the magic's message,
-here, and changes nothing; a refusal as too late shows "Restart kernel and apply", as one from any face does.
+Standard ipywidgets 8 only (HTML, Tab, GridBox, Text, Dropdown, Button), so it renders wherever widgets do:
+JupyterLab 4, Notebook 7, VS Code. A panel subscribes to the kernel's one model; every open panel shares its
+refresher thread, and the last panel closed stops it. Widgets are only ever given new values when their rendered
+HTML differs, so a refresh in which nothing changed sends no comm message. The controls apply settings the way the
+magic does (core/changes.py parses, context.configure applies), so a value the magic refuses gets the magic's
+message, here, and changes nothing; a refusal as too late shows "Restart kernel and apply", as one from any face
+does.
+
+The Settings tab is a form on one grid (a label column as wide as its longest label, so none is ever cut): each
+input shows the value in force, from the controller's state (a value it refused never stays in an input), with
+what became of it under it in the vocabulary's words (core/words.py); why inputs are disabled is said once, above
+the form; the message line under it says what the last action did and is cleared by the next one.
 """
 
 from __future__ import annotations
@@ -20,9 +26,10 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.core.error import UsageError
 
+from ..core import words
 from ..core.changes import parse_change
 from ..core.live import LiveModel, default_model
-from ..core.plan import PlanError
+from ..core.plan import ALL, PlanError
 from ..core.saved import first_cell
 from ..render import live_html
 from ..render.views import inline
@@ -43,18 +50,79 @@ class BareExtension:
     shell: Any = None
 
 
-# (subcommand, label, widget kind, choices or placeholder)
+# (subcommand, label, widget kind, choices or placeholder, the value in force when it was never asked)
 CONTROLS = (
-    ("visible", "visible GPUs", "text", "0 | 1,3 | all | none | auto:1"),
-    ("growth", "memory growth", "choice", ("on", "off")),
-    ("limit", "memory limit", "text", "4GB | 40% | off  [--gpu I]"),
-    ("cpus", "logical CPUs", "text", "N | off"),
-    ("cpumem", "CPU figures", "choice", ("on", "off")),
-    ("placement", "placement log", "choice", ("on", "off")),
+    ("visible", "visible GPUs", "text", "0 | 1,3 | all | none | auto:1", "all"),
+    ("growth", "memory growth", "choice", ("on", "off"), "off"),
+    ("limit", "memory limit", "text", "4GB | 40% | off  [--gpu I]", "off"),
+    ("cpus", "logical CPUs", "text", "N | off", "off"),
+    ("cpumem", "CPU figures", "choice", ("on", "off"), "off"),
+    ("placement", "placement log", "choice", ("on", "off"), "off"),
 )
-FIXED = ("fixed: TensorFlow's runtime has started; restart the kernel and set it before its first operation "
-         "(or `%tfgpu export` for a script)")
+# The settings TensorFlow reads when its runtime starts: fixed from then on.
+FIXED_AT_START = ("visible", "growth", "limit", "cpus", "cpumem")
+FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
+         "them before its first operation (or `%tfgpu export` for a script).")
+NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
+NOT_ASKED = "not asked: TensorFlow's default"
+NOT_ASKED_WORDS = {"visible": "not asked: every GPU this kernel was given", "placement": "not asked"}
+# label | input | Apply, and under the input what became of it. The label column is as wide as its longest label
+# (never cut); the inputs' column is one width for all, narrower only where the panel is; what became of a setting
+# wraps under its input, so the form fits a narrow panel without cutting anything off.
+SETTINGS_COLUMNS = "max-content minmax(3em, 18em) max-content"
 TABS = ("Memory", "Devices", "Cells", "Placement", "Settings")
+
+
+@dataclass(frozen=True)
+class InForce:
+    """One control's value in force (what its input shows) and what became of it, in the vocabulary's words."""
+
+    value: str
+    state: str
+    level: str = "info"
+
+
+def in_force(kernel: dict, environ: Any = None, placement: dict | None = None) -> dict[str, InForce]:
+    """Each control's value in force, from the controller's state (the snapshot's settings rows; a setting never
+    asked has TensorFlow's default, or the environment's where a variable decides it). A value refused as too late
+    is not in force: it is said beside the value that is, never shown as the input's value."""
+    environ = environ if environ is not None else {}
+    rows: dict[str, list[dict]] = {}
+    for row in kernel.get("settings") or ():
+        rows.setdefault(row["setting"].partition("[")[0], []).append(row)
+    refused = {r["setting"]: r["asked"] for r in kernel.get("refused") or ()}
+    out = {}
+    for name, _label, _kind, _hint, default in CONTROLS:
+        asked = rows.get(name)
+        if name == "placement":
+            mode = ((placement or {}).get("status") or {}).get("mode")
+            value = mode if mode in ("on", "off") else default
+            found = InForce(value, "" if placement is None else NOT_ASKED_WORDS[name] if mode not in ("on", "off")
+                            else "capturing" if value == "on" else "not capturing")
+        elif asked:
+            values = []
+            for row in asked:
+                gpu = row["setting"].partition("[")[2].rstrip("]")
+                values.append(row["asked"] if gpu in ("", ALL) else f"{row['asked']} --gpu {gpu}")
+            states = list(dict.fromkeys(row["status"] for row in asked))
+            level = max((words.setting_level(s) for s in states), key=LEVELS.index)
+            found = InForce("; ".join(values), "; ".join(words.setting_state(s) for s in states), level)
+        else:
+            value = default
+            variable = {"growth": "TF_FORCE_GPU_ALLOW_GROWTH", "cpumem": "TF_CPU_ALLOCATOR_USE_BFC"}.get(name)
+            if variable and environ.get(variable) in ("true", "false"):
+                value = "on" if environ[variable] == "true" else "off"
+                found = InForce(value, f"not asked: {variable}={environ[variable]}")
+            else:
+                found = InForce(value, NOT_ASKED_WORDS.get(name, NOT_ASKED))
+        if name in refused:
+            found = InForce(found.value, f"{found.state}; {refused[name]} {words.setting_state('refused')}: too late "
+                            "(it applies after a restart)", "error")
+        out[name] = found
+    return out
+
+
+LEVELS = ("ok", "info", "warn", "error")  # words.setting_level's, least first
 
 
 class Panel(widgets.VBox):
@@ -77,23 +145,33 @@ class Panel(widgets.VBox):
             control.observe(self._filter_changed, names="value")
         self._inputs: dict[str, widgets.Widget] = {}
         self._buttons: dict[str, widgets.Button] = {}
-        self._reasons: dict[str, widgets.HTML] = {}
-        rows = [self._control_row(*spec) for spec in CONTROLS]
+        self._states: dict[str, widgets.HTML] = {}
+        self._shown: dict[str, str] = {}  # the value in force each input was last given
+        self._syncing = False  # True while the panel itself sets an input (not the user's edit)
+        self._tf_state: str | None = None
+        html["notice"] = widgets.HTML()  # why inputs are disabled: once, for the whole tab
+        cells: list[widgets.Widget] = []
+        for spec in CONTROLS:
+            cells += self._control_row(*spec)
+        form = widgets.GridBox(cells, layout=widgets.Layout(grid_template_columns=SETTINGS_COLUMNS,
+                                                            grid_gap="2px 10px", align_items="center",
+                                                            width="100%", margin="4px 0"))
         close = widgets.Button(description="Close panel", tooltip="close every view of this panel and stop its "
                                "refresh", layout=widgets.Layout(width="auto"))
         close.on_click(lambda _: self.close())
         # Shown once a setting was refused as too late (by any face): the frontend restarts and applies it.
-        self._restart = widgets.Button(description="Restart kernel and apply", button_style="warning",
+        self._restart = widgets.Button(description="Restart kernel and apply", button_style="danger",
                                        tooltip="restart this kernel (its variables are lost) and apply the settings "
                                        "asked for, the refused ones included, before anything else",
-                                       layout=widgets.Layout(width="auto", display="none"))
+                                       layout=widgets.Layout(width="auto", display="none", align_self="flex-start",
+                                                             margin="8px 0 0 0"))
         self._restart.on_click(lambda _: self.restart_and_apply())
         tabs = widgets.Tab(children=[
             widgets.VBox([html["memory"], html["chart"]]),
             html["devices"],
             html["cells"],
             widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
-            widgets.VBox([*rows, self._restart, html["message"]]),
+            widgets.VBox([html["notice"], form, self._restart, html["message"]]),
         ], titles=TABS)
         super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
         self.add_class("tfgpu-panel")
@@ -121,16 +199,28 @@ class Panel(widgets.VBox):
         return data
 
     # -- building ------------------------------------------------------------------------------------------
-    def _control_row(self, name: str, label: str, kind: str, hint) -> widgets.HBox:
+    def _control_row(self, name: str, label: str, kind: str, hint, default: str) -> list[widgets.Widget]:
+        """Two rows of the form: label, input (showing the value in force), Apply; under the input, what became of
+        the setting."""
+        fill = widgets.Layout(width="100%", margin="0")
         if kind == "text":
-            control = widgets.Text(value="", placeholder=hint, layout=widgets.Layout(width="240px"))
+            control = widgets.Text(value=default, placeholder=hint, layout=fill)
         else:
-            control = widgets.Dropdown(options=list(hint), value=None, layout=widgets.Layout(width="240px"))
-        button = widgets.Button(description="Apply", tooltip=f"%tfgpu {name} ...", layout=widgets.Layout(width="80px"))
+            control = widgets.Dropdown(options=list(hint), value=default, layout=fill)
+        control.observe(self._edited, names="value")
+        button = widgets.Button(description="Apply", tooltip=f"%tfgpu {name} ...",
+                                layout=widgets.Layout(width="auto", margin="0"))
         button.on_click(lambda _, n=name: self.apply(n))
-        reason = widgets.HTML()
-        self._inputs[name], self._buttons[name], self._reasons[name] = control, button, reason
-        return widgets.HBox([widgets.Label(label, layout=widgets.Layout(width="120px")), control, button, reason])
+        # In the inputs' column only: spanning the Apply column too would widen that (max-content) column to the
+        # state's whole text. grid_area, not grid_column: the frontend sets each layout property in turn, and
+        # clearing the (unset) grid-area shorthand after would clear a grid-column set before it.
+        state = widgets.HTML(layout=widgets.Layout(margin="0 0 6px 0", grid_area="auto / 2 / auto / span 1",
+                                                   min_width="0"))
+        self._inputs[name], self._buttons[name], self._states[name] = control, button, state
+        self._shown[name] = default
+        # overflow visible: a Label cuts its text with an ellipsis when its box is narrower (the column is not).
+        label_ = widgets.Label(label, layout=widgets.Layout(width="auto", overflow="visible", margin="0"))
+        return [label_, control, button, _spacer(), state, _spacer()]
 
     # -- the controls ----------------------------------------------------------------------------------------
     def apply(self, name: str, value: str | None = None) -> str:
@@ -138,6 +228,7 @@ class Panel(widgets.VBox):
         refusal) in the panel, and return it."""
         value = self._inputs[name].value if value is None else value
         line = f"{name} {value or ''}".strip()
+        self._say("")  # the last action's message goes with the next action
         out = io.StringIO()
         refused = False
         try:
@@ -148,9 +239,11 @@ class Panel(widgets.VBox):
             text, refused = str(err), True
         except Exception as err:  # a bug must show in the panel, not vanish in a comm handler
             text, refused = f"tfgpu: %tfgpu {line} failed: {type(err).__name__}: {err}", True
-        self._html["message"].value = live_html.message_html(text, refused)
         self._push_placement()
         self.model.refresh()
+        with self._render_lock:  # the refresher may be syncing the inputs too
+            self._sync_inputs(force=True)  # a refused value leaves the input: it shows the value in force again
+        self._say(text, refused)
         return text
 
     def restart_and_apply(self) -> str:
@@ -166,8 +259,16 @@ class Panel(widgets.VBox):
             cell = first_cell({"settings": wanted}).replace("\n", "; ")
             text = (f"tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the kernel "
                     f"(Kernel > Restart Kernel), then run first: {cell}")
-        self._html["message"].value = live_html.message_html(text, False)
+        self._say(text)
         return text
+
+    def _say(self, text: str, refused: bool = False) -> None:
+        self._html["message"].value = live_html.message_html(text, refused)
+
+    def _edited(self, change=None) -> None:
+        """The user changed an input: the message about the last action is stale now."""
+        if not self._syncing and self._html["message"].value:
+            self._say("")
 
     def _run(self, name: str, line: str) -> None:
         ext = self._magics or BareExtension(controller=self.model.controller, live=self.model)
@@ -222,21 +323,53 @@ class Panel(widgets.VBox):
                 self._device_filter.options = options
                 self._device_filter.value = keep
             self._filter_changed()
+            if kernel is not None:
+                self._sync_inputs()
         if "error" in changes:
             html["error"].value = live_html.error_html(state.get("error"))
 
     def _enable_controls(self, kernel: dict) -> None:
         self._restart.layout.display = "" if kernel.get("refused") else "none"
-        started = kernel["tensorflow"]["state"] == "initialized"
+        state = kernel["tensorflow"]["state"]
+        if self._tf_state is not None and state != self._tf_state:
+            self._say("")  # "waiting for import" and the like no longer say how things are
+        self._tf_state = state
+        started = state == "initialized"
         capture = getattr(self._magics, "placement", None) is not None
         for name, control in self._inputs.items():
-            if name == "placement":
-                off = not capture
-                why = "" if capture else "placement capture needs the extension: `%load_ext tfgpu_magic`"
-            else:
-                off, why = started, FIXED if started else ""
+            off = not capture if name == "placement" else started
             control.disabled = self._buttons[name].disabled = off
-            self._reasons[name].value = f"<span style='font-size:11px'>{live_html.esc(why)}</span>" if why else ""
+        reasons = []
+        if started:
+            labels = [label for name, label, *_ in CONTROLS if name in FIXED_AT_START]
+            reasons.append(FIXED.format(names=", ".join(labels[:-1]) + " and " + labels[-1]))
+        if not capture:
+            reasons.append(NEEDS_EXTENSION)
+        self._html["notice"].value = live_html.notice_html(reasons)
+        self._sync_inputs()
+
+    def _sync_inputs(self, force: bool = False) -> None:
+        """Each input shows the value in force; one the user is editing is left alone until that value changes."""
+        kernel = self._state.get("kernel")
+        if kernel is None:
+            return
+        environ = getattr(self.model.controller, "environ", None)
+        found = in_force(kernel, environ, self._state.get("placement") if self._placement_known() else None)
+        self._syncing = True
+        try:
+            for name, control in self._inputs.items():
+                now = found[name]
+                if force or now.value != self._shown[name]:
+                    if isinstance(control, widgets.Dropdown) and now.value not in control.options:
+                        continue
+                    control.value = now.value
+                    self._shown[name] = now.value
+                self._states[name].value = live_html.in_force_html(now.state, now.level)
+        finally:
+            self._syncing = False
+
+    def _placement_known(self) -> bool:
+        return getattr(self._magics, "placement", None) is not None
 
     # -- closing -------------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -252,6 +385,11 @@ class Panel(widgets.VBox):
     @property
     def closed(self) -> bool:
         return self.comm is None
+
+
+def _spacer() -> widgets.HTML:
+    """An empty cell of the Settings form (under a label, under an Apply button)."""
+    return widgets.HTML(layout=widgets.Layout(margin="0"))
 
 
 def _descendants(widget: widgets.Widget):

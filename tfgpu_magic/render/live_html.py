@@ -5,15 +5,19 @@ output is deterministic for the same data, so a view that re-renders unchanged d
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from ..core import words
 from .text import memoryfigure, placement_sentences, sentence, text_table
 from .views import (
     ALERT,
     FONT,
     TEXT,
+    Cell,
     Markup,
     alert,
     box,
@@ -45,15 +49,36 @@ RESERVED_MEANING = ("Reserved is what this kernel holds on the GPU as nvidia-smi
 
 def size(mib: float | None) -> str:
     if mib is None:
-        return "n/a"
+        return words.MISSING
     return f"{mib / 1024:,.1f} GiB" if mib >= 1024 else f"{mib:,.1f} MiB"
 
 
-def _na(value: Any) -> str:
-    """A field the adapter could not read is a dict with a reason (nvml.to_jsonable); say it in words."""
+def _detail(value: dict, what: str) -> str:
+    """NVML's own words for a missing field, without the field's name where the line already says it
+    ("utilization: Insufficient Permissions" on the utilization line is "Insufficient Permissions")."""
+    detail = str(value.get("detail") or "")
+    return detail[len(what) + 2:] if what and detail.startswith(f"{what}: ") else detail
+
+
+def _na(value: Any, what: str = "") -> str:
+    """A value, or the vocabulary's "n/a" and its reason: a field the adapter could not read is NVML's
+    ``{"unavailable": reason, "detail": ...}`` (nvml.to_jsonable). ``what``: the field the line names already."""
     if isinstance(value, dict):
-        return value.get("detail") or str(value.get("reason", "n/a")).replace("_", " ")
-    return "n/a" if value is None else str(value)
+        return words.missing(str(value.get("unavailable") or ""), _detail(value, what))
+    return words.MISSING if value is None else str(value)
+
+
+def _why(value: Any) -> str:
+    """Why a value is missing, for a sentence that already says it is ("NVML is unavailable (<why>)")."""
+    if isinstance(value, dict):
+        reason = str(value.get("unavailable") or "")
+        return _detail(value, "") or words.MISSING_REASONS.get(reason, reason.replace("_", " ")) or words.MISSING
+    return words.MISSING if value is None else str(value)
+
+
+def _name(value: Any) -> str:
+    """A GPU's name, or the vocabulary's word for a name that could not be read."""
+    return value if isinstance(value, str) and value.strip() else words.NO_NAME
 
 
 def _num(value: Any) -> int | float | None:
@@ -64,17 +89,23 @@ def _num(value: Any) -> int | float | None:
 def header_html(kernel: dict) -> str:
     tf = kernel["tensorflow"]
     version = f" {tf['version']}" if tf.get("version") else ""
-    head = (f"<p style=\"margin:0 0 4px 0\"><b>TensorFlow{esc(version)}: {esc(tf['state'].replace('_', ' '))}.</b> "
+    head = (f"<p style=\"margin:0 0 4px 0\"><b>TensorFlow{esc(version)}: {esc(words.tf_state(tf['state']))}.</b> "
             f"{inline(sentence(tf['note']))}</p>")
     settings = kernel.get("settings") or []
     if settings:
-        rows = [(s["setting"], s["asked"], s["status"].replace("_", " "), sentence(s["detail"]) if s["detail"] else "")
+        rows = [(s["setting"], s["asked"], state_cell(s["status"]), sentence(s["detail"]) if s["detail"] else "")
                 for s in settings]
         body = table_html(("setting", "asked", "what became of it", "detail"), rows)
     else:
         body = paragraph("No settings asked (the Settings tab, or `%tfgpu help`, lists them).")
     notes = [caution(n) for n in kernel.get("notes") or ()]
     return box("panel-header", head, body, *notes)
+
+
+def state_cell(status: str) -> Cell:
+    """What became of a setting, in the vocabulary's words; a bad end in the alert colour."""
+    error = words.setting_level(status) == "error"
+    return Cell(words.setting_state(status), style=f"color:{ALERT};font-weight:600" if error else "")
 
 
 # -- devices ------------------------------------------------------------------------------------------
@@ -128,21 +159,21 @@ def memory_html(gpus: dict, memory: dict) -> str:
     own = {m["physical_index"]: m for m in gpus.get("kernel_gpu_memory") or () if m.get("physical_index") is not None}
     parts = []
     if not nvml.get("available"):
-        parts.append(caution(f"No GPU figures: NVML is unavailable ({_na(nvml.get('error'))})."))
+        parts.append(caution(f"No GPU figures: NVML is unavailable ({_why(nvml.get('error'))})."))
     elif not gpus.get("gpus"):
         parts.append(paragraph("No GPU: NVML lists none." if not nvml.get("error") else
-                               f"GPUs unknown: NVML could not count them ({_na(nvml.get('error'))})."))
+                               f"GPUs unknown: NVML could not count them ({_why(nvml.get('error'))})."))
     for gpu in gpus.get("gpus") or ():
-        name = gpu["name"] if isinstance(gpu.get("name"), str) else "?"
+        name = _name(gpu.get("name"))
         tf_name = gpu.get("tf_name")
         label = f"GPU {gpu['index']} · {name}" + (f" (TensorFlow {tf_name})" if tf_name else "")
         if gpu.get("error"):
-            parts.append(title(label) + caution(f"Unavailable: {_na(gpu['error'])}"))
+            parts.append(title(label) + caution(f"Unavailable: {_why(gpu['error'])}"))
             continue
         used, total = _num(gpu.get("memory_used_mib")), _num(gpu.get("memory_total_mib"))
         mine = own.get(gpu["index"], {}).get("used_mib")
         used_text = (f"{used:,} / {total:,} MiB used ({100 * used / total:.0f}%)" if used is not None and total
-                     else f"memory {_na(gpu.get('memory_used_mib'))}")
+                     else f"memory {_na(gpu.get('memory_used_mib'), 'memory')}")
         lines = [used_text + (f"; this kernel reserved {size(mine)}" if mine is not None else "")]
         figures = tf_memory.get(tf_name) if tf_name else None
         if figures and figures.get("current_mib") is not None:
@@ -151,8 +182,8 @@ def memory_html(gpus: dict, memory: dict) -> str:
         elif figures:
             lines.append(f"TensorFlow {tf_name}: {figures.get('note') or 'no allocator figures'}")
         util, temp = gpu.get("utilization_gpu_pct"), gpu.get("temperature_c")
-        lines.append(f"utilization {_na(util)}{'%' if _num(util) is not None else ''}, "
-                     f"temperature {_na(temp)}{' °C' if _num(temp) is not None else ''}")
+        lines.append(f"utilization {_na(util, 'utilization')}{'%' if _num(util) is not None else ''}, "
+                     f"temperature {_na(temp, 'temperature')}{' °C' if _num(temp) is not None else ''}")
         given_migs = [f"{gpu['index']}/{m.get('index')}" for m in gpu.get("mig_devices") or () if m.get("given")]
         if gpu.get("given") is False and given_migs:
             lines.append(f"only its MIG device{'s' if len(given_migs) > 1 else ''} {', '.join(given_migs)} "
@@ -181,10 +212,10 @@ def _mig_html(gpu: dict, mig: dict) -> str:
     """A MIG device under its parent: its memory, and no utilization or temperature (NVML has none per device)."""
     used, total = _num(mig.get("memory_used_mib")), _num(mig.get("memory_total_mib"))
     mine = sum(p.get("used_mib") or 0 for p in mig.get("processes") or () if isinstance(p, dict) and p.get("is_self"))
-    uuid = mig.get("uuid") if isinstance(mig.get("uuid"), str) else "?"
+    uuid = mig.get("uuid") if isinstance(mig.get("uuid"), str) else words.MISSING
     label = f"GPU {gpu['index']}/{mig.get('index')} · MIG {_na(mig.get('profile'))} {uuid}"
     used_text = (f"{used:,} / {total:,} MiB used ({100 * used / total:.0f}%)" if used is not None and total
-                 else f"memory {_na(mig.get('memory_used_mib'))}")
+                 else f"memory {_na(mig.get('memory_used_mib'), 'memory')}")
     lines = [used_text + (f"; this kernel holds {size(mine)}" if mine else ""),
              "utilization and temperature: not reported per MIG device (the parent's are the whole GPU's)"]
     if mig.get("given") is False:
@@ -194,72 +225,185 @@ def _mig_html(gpu: dict, mig: dict) -> str:
 
 
 # -- history chart ------------------------------------------------------------------------------------------
-def _series(history: Sequence[dict]) -> tuple[list, list, list]:
-    """Three charts' lines (label, points, dashed): GPU memory (each GPU's used, this kernel's reserved share),
+@dataclass(frozen=True)
+class Series:
+    """One line of a chart: its readings as (time, value) with None where there was no reading (a gap), its colour
+    (one per GPU, the same in every chart), and its kind: a ``line``, or an ``area`` filled from zero (this
+    kernel's reserved share, drawn under its GPU's used line, so where the two are equal both still show)."""
+
+    label: str
+    points: tuple[tuple[float, float | None], ...]
+    colour: str
+    kind: str = "line"
+
+
+# Seconds between time ticks: the least that gives at most TICKS_MAX ticks (a label is ~50 px of the ~530 drawn).
+TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+TICKS_MAX = 7
+# A line that another one drawn after it meets (two idle GPUs at 0: within MEET_PX of each other) is wider by this
+# much (px) for each such line, so its colour still shows along the one above it.
+UNDER_WIDTH = 1.2
+LINE_WIDTH = 1.6
+MEET_PX = 2.5
+
+
+def _series(history: Sequence[dict]) -> tuple[list[Series], list[Series], list[Series]]:
+    """Three charts' series: GPU memory (each GPU's used, and this kernel's reserved share as an area under it),
     TensorFlow's allocators in use, and each GPU's utilization. Apart, so 64 MiB of a CPU allocator does not
-    vanish at the bottom of an 80 GiB axis."""
-    gpu: dict[str, tuple[list, bool]] = {}
-    tf: dict[str, tuple[list, bool]] = {}
-    util: dict[str, tuple[list, bool]] = {}
-    for point in history:
-        t = point["t"]
-        for index, g in point["gpus"].items():
-            if g.get("used") is not None:
-                gpu.setdefault(f"GPU {index} used", ([], False))[0].append((t, g["used"]))
-            if g.get("kernel") is not None:
-                gpu.setdefault(f"GPU {index} reserved by this kernel", ([], True))[0].append((t, g["kernel"]))
-            if g.get("util") is not None:
-                util.setdefault(f"GPU {index} utilization", ([], False))[0].append((t, g["util"]))
-        for device, current in point["tf"].items():
-            tf.setdefault(f"{device} in use", ([], False))[0].append((t, current))
-    return tuple([(label, _thin(p), dashed) for label, (p, dashed) in lines.items()] for lines in (gpu, tf, util))
-
-
-def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    if len(points) <= CHART_POINTS:
-        return points
-    step = len(points) / CHART_POINTS
-    kept = [points[int(k * step)] for k in range(CHART_POINTS)]
-    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
-
-
-def _svg(series: list, top: float, top_label: str, label: str, width: int, height: int) -> str:
-    t0 = min(p[0] for _, pts, _ in series for p in pts)
-    t1 = max(p[0] for _, pts, _ in series for p in pts)
-    left, bottom = 62, 18
-    span_t = (t1 - t0) or 1.0
-
-    def xy(t: float, v: float) -> str:
-        return f"{left + (width - left - 6) * (t - t0) / span_t:.0f},{(height - bottom) * (1 - v / top) + 4:.0f}"
-
-    lines, legend = [], []
-    for k, (name, points, dashed) in enumerate(series):
+    vanish at the bottom of an 80 GiB axis. A reading NVML could not give is a gap, not a zero."""
+    indices = sorted({i for point in history for i in point["gpus"]}, key=lambda i: (len(i), i))
+    gpu, util = [], []
+    for k, index in enumerate(indices):
         colour = SERIES[k % len(SERIES)]
-        dash = " stroke-dasharray='4 3'" if dashed else ""
-        lines.append(f"<polyline fill='none' style='stroke:{colour}' stroke-width='1.6'{dash} "
-                     f"points='{' '.join(xy(t, v) for t, v in points)}'/>")
+        readings = [(point["t"], point["gpus"].get(index) or {}) for point in history]
+        used = [(t, g.get("used")) for t, g in readings]
+        if any(g.get("kernel") is not None for _, g in readings):
+            # No process of this kernel on a GPU that was read: it holds nothing there.
+            mine = [(t, g["kernel"] if g.get("kernel") is not None else (0 if g.get("used") is not None else None))
+                    for t, g in readings]
+            gpu.append(Series(f"GPU {index} reserved by this kernel", _thin(mine), colour, "area"))
+        if any(v is not None for _, v in used):
+            gpu.append(Series(f"GPU {index} used", _thin(used), colour))
+        busy = [(t, g.get("util")) for t, g in readings]
+        if any(v is not None for _, v in busy):
+            util.append(Series(f"GPU {index} utilization", _thin(busy), colour))
+    devices = list(dict.fromkeys(d for point in history for d in point["tf"]))
+    tf = [Series(f"{d} in use", _thin([(p["t"], p["tf"].get(d)) for p in history]), SERIES[k % len(SERIES)])
+          for k, d in enumerate(devices)]
+    return gpu, tf, util
+
+
+def _thin(points: list[tuple[float, float | None]]) -> tuple[tuple[float, float | None], ...]:
+    """The points where the value changed (a step needs no others), and the last; then at most CHART_POINTS."""
+    kept = [p for k, p in enumerate(points) if k == 0 or k == len(points) - 1 or p[1] != points[k - 1][1]]
+    if len(kept) > CHART_POINTS:
+        step = len(kept) / CHART_POINTS
+        kept = [kept[int(k * step)] for k in range(CHART_POINTS)] + [kept[-1]]
+    return tuple(kept)
+
+
+def _runs(points: Sequence[tuple[float, float | None]]) -> list[list[tuple[float, float]]]:
+    """The stretches with a reading, each ending where the next reading was missing (the value held until then)."""
+    runs: list[list[tuple[float, float]]] = []
+    current: list[tuple[float, float]] | None = None
+    for t, v in points:
+        if v is None:
+            if current:
+                current.append((t, current[-1][1]))
+            current = None
+        elif current is None:
+            current = [(t, v)]
+            runs.append(current)
+        else:
+            current.append((t, v))
+    return runs
+
+
+def step_path(runs: list[list[tuple[float, float]]], x, y, end: float | None = None) -> str:
+    """An SVG path of steps: from each reading a horizontal segment to the next reading's time, then a vertical one
+    to its value (memory changes at a sample, it does not ramp between two). ``end``: the last run's value is held
+    on to that x (the chart's right edge: nothing changed since)."""
+    parts = []
+    for k, run in enumerate(runs):
+        (t, v), y_now = run[0], y(run[0][1])
+        parts.append(f"M{x(t):.1f},{y_now:.1f}")
+        for t, v in run[1:]:
+            parts.append(f"H{x(t):.1f}")
+            if y(v) != y_now:
+                y_now = y(v)
+                parts.append(f"V{y_now:.1f}")
+        if end is not None and k == len(runs) - 1:
+            parts.append(f"H{end:.1f}")
+    return "".join(parts)
+
+
+def _meets(a: Series, b: Series, y) -> bool:
+    """Whether two step lines come within MEET_PX of each other at some time both have a reading (one walk over
+    both series' readings in time order, each holding its value until its next reading)."""
+    merged = sorted([(t, 0, v) for t, v in a.points] + [(t, 1, v) for t, v in b.points], key=lambda e: e[0])
+    now: list[float | None] = [None, None]
+    for k, (t, which, v) in enumerate(merged):
+        now[which] = v
+        if k + 1 < len(merged) and merged[k + 1][0] == t:
+            continue  # both changed at this time: compare once both are in
+        if now[0] is not None and now[1] is not None and abs(y(now[0]) - y(now[1])) < MEET_PX:
+            return True
+    return False
+
+
+def time_ticks(t0: float, t1: float) -> list[float]:
+    """Clock times between t0 and t1 on a round step (every 10 s, every minute ...): at most TICKS_MAX of them."""
+    span = t1 - t0
+    step = next((s for s in TICK_STEPS if span / s <= TICKS_MAX - 1), TICK_STEPS[-1] * (1 + int(span // 21600)))
+    first = math.ceil(t0 / step) * step
+    return [first + k * step for k in range(int((t1 - first) // step) + 1)]
+
+
+def _svg(series: list[Series], top: float, top_label: str, label: str, width: int, height: int) -> str:
+    t0 = min(p[0] for s in series for p in s.points)
+    t1 = max(p[0] for s in series for p in s.points)
+    left, right, bottom = 62, width - 8, height - 18  # the plot: x from left to right, y from 4 to bottom
+    span_t = (t1 - t0) or 1.0
+    # Past the last change the lines run on a little: the figures held since (the chart is redrawn on a change).
+    last_x = left + (right - left) * 0.96
+
+    def x(t: float) -> float:
+        return left + (last_x - left) * (t - t0) / span_t
+
+    def y(v: float) -> float:
+        return round(4 + (bottom - 4) * (1 - min(v, top) / top), 1)
+
+    # Areas first, then lines; a line that later ones meet drawn wider: every series shows where they meet.
+    lines = [s for s in series if s.kind == "line"]
+    under = {k: sum(_meets(s, later, y) for later in lines[k + 1:]) for k, s in enumerate(lines)}
+    drawn = []
+    for s in series:
+        runs = _runs(s.points)
+        if not runs:
+            continue
+        held = right if s.points[-1][1] is not None else None
+        path = step_path(runs, x, y, held)
+        if s.kind == "area":
+            closed = "".join(f"{step_path([run], x, y, held if k == len(runs) - 1 else None)}V{y(0):.1f}"
+                             f"H{x(run[0][0]):.1f}Z" for k, run in enumerate(runs))
+            drawn.insert(0, f"<path class='tfgpu-series tfgpu-series-area' d='{closed}' style='fill:{s.colour};"
+                            f"fill-opacity:0.22;stroke:none' aria-label='{esc(s.label)}'/><path class='tfgpu-series "
+                            f"tfgpu-series-edge' d='{path}' style='fill:none;stroke:{s.colour}' stroke-width='1' "
+                            f"stroke-dasharray='4 3' aria-label='{esc(s.label)}'/>")
+        else:
+            width_ = LINE_WIDTH + UNDER_WIDTH * under[lines.index(s)]
+            drawn.append(f"<path class='tfgpu-series tfgpu-series-line' d='{path}' style='fill:none;"
+                         f"stroke:{s.colour}' stroke-width='{width_:.1f}' "
+                         f"stroke-linejoin='round' aria-label='{esc(s.label)}'/>")
+    ticks = time_ticks(t0, t1) if t1 > t0 else [t0]
+    fmt = "%H:%M:%S" if len(ticks) < 2 or ticks[1] - ticks[0] < 60 or any(t % 60 for t in ticks) else "%H:%M"
+    axis = [f"<text x='{left - 4}' y='12' text-anchor='end'>{esc(top_label)}</text>",
+            f"<text x='{left - 4}' y='{bottom + 4}' text-anchor='end'>0</text>",
+            f"<line x1='{left}' y1='{bottom + 0.5}' x2='{right}' y2='{bottom + 0.5}' style='stroke:{OTHERS}' "
+            f"stroke-width='1'/>",
+            f"<line x1='{left}' y1='4.5' x2='{right}' y2='4.5' style='stroke:{TRACK}' stroke-width='1'/>"]
+    for t in ticks:
+        at = x(t)
+        anchor = "start" if at < left + 24 else "end" if at > right - 24 else "middle"
+        axis.append(f"<line class='tfgpu-tick' x1='{at:.1f}' y1='{bottom}' x2='{at:.1f}' y2='{bottom + 4}' "
+                    f"style='stroke:{OTHERS}' stroke-width='1'/><text x='{at:.1f}' y='{height - 2}' "
+                    f"text-anchor='{anchor}'>{time.strftime(fmt, time.localtime(t))}</text>")
+    legend = []
+    for s in series:
+        swatch = (f"width:12px;height:9px;background:{s.colour};opacity:0.45;border-top:1px dashed {s.colour}"
+                  if s.kind == "area" else f"width:14px;border-top:2px solid {s.colour}")
         legend.append(f"<span style='white-space:nowrap;margin-right:12px'><span style='display:inline-block;"
-                      f"width:14px;border-top:2px {'dashed' if dashed else 'solid'} {colour};vertical-align:middle;"
-                      f"margin-right:4px'></span>{esc(name)}</span>")
-    # Redrawn only when a figure changes, so the right end is the last change, not "now".
-    clock = [time.strftime("%H:%M:%S", time.localtime(t0)),
-             time.strftime("last change %H:%M:%S", time.localtime(t1))]
-    axis = (f"<text x='{left - 4}' y='12' text-anchor='end'>{esc(top_label)}</text>"
-            f"<text x='{left - 4}' y='{height - bottom + 4}' text-anchor='end'>0</text>"
-            f"<text x='{left}' y='{height - 2}'>{clock[0]}</text>"
-            f"<text x='{width - 6}' y='{height - 2}' text-anchor='end'>{clock[1]}</text>"
-            f"<line x1='{left}' y1='{height - bottom + 4}' x2='{width - 6}' y2='{height - bottom + 4}' "
-            f"style='stroke:{OTHERS}' stroke-width='1'/>")
+                      f"{swatch};vertical-align:middle;margin-right:4px'></span>{esc(s.label)}</span>")
     # Double quotes: FONT itself holds single-quoted family names.
     return (f"<svg role='img' aria-label='{esc(label)}' width='{width}' height='{height}' viewBox='0 0 {width} "
-            f"{height}' style=\"font-family:{FONT};font-size:10px;fill:{TEXT};max-width:100%\">{axis}{''.join(lines)}"
-            f"</svg><div style='font-size:11px;margin-bottom:6px'>{''.join(legend)}</div>")
+            f"{height}' style=\"font-family:{FONT};font-size:10px;fill:{TEXT};max-width:100%\">{''.join(axis)}"
+            f"{''.join(drawn)}</svg><div style='font-size:11px;margin-bottom:6px'>{''.join(legend)}</div>")
 
 
 def chart_html(history: Sequence[dict], width: int = 600, height: int = 130) -> str:
-    """The last minutes as inline SVG: GPU memory used (NVML) and this kernel's reserved share; TensorFlow's
-    allocators in use (on a laptop: its CPU allocator); each GPU's utilization. The clock times at the ends say
-    when; a point is taken every refresh, the chart redrawn when a figure changed."""
+    """The last minutes as inline SVG steps: GPU memory used (NVML) and this kernel's reserved share; TensorFlow's
+    allocators in use (on a laptop: its CPU allocator); each GPU's utilization. Clock times on the time axis; a
+    point is taken every refresh, the chart redrawn when a figure changed."""
     gpu, tf, util = _series(history)
     if len(history) < 2 or not (gpu or tf or util):
         return box("panel-chart", paragraph("Memory over time: collecting (a point per refresh; the chart shows "
@@ -270,9 +414,13 @@ def chart_html(history: Sequence[dict], width: int = 600, height: int = 130) -> 
                                    (util, "GPU utilization over time", 100.0)):
         if not lines:
             continue
-        top = fixed_top or (max(max(v for _, v in pts) for _, pts, _ in lines) * 1.1 or 1.0)
+        top = fixed_top or (max((v for s in lines for _, v in s.points if v is not None), default=0) * 1.1 or 1.0)
         parts += [title(name), _svg(lines, top, "100%" if fixed_top else size(top), name.lower(), width,
                                     80 if fixed_top else height)]
+    last = max(point["t"] for point in history)
+    parts.append(paragraph(f"Each figure is a step at the reading that changed it. The charts end at the last change "
+                           f"({time.strftime('%H:%M:%S', time.localtime(last))}); the lines run on from there: nothing "
+                           "changed since.", f"margin:2px 0 6px 0;color:{MUTED};font-size:11px"))
     return box("panel-chart", *parts)
 
 
@@ -370,6 +518,21 @@ def records_html(placement: dict | None, device: str = "", op: str = "") -> str:
     return box("panel-records", title(head), table_html(("cell", "device", "op type", "op", "asked"), rows, right=(0,)))
 
 
+# -- the Settings tab ------------------------------------------------------------------------------------
+def notice_html(reasons: Sequence[str]) -> str:
+    """Why the form's inputs are disabled: each reason once, for the whole tab."""
+    return box("panel-notice", *(caution(r) for r in reasons)) if reasons else ""
+
+
+def in_force_html(state: str, level: str) -> str:
+    """What became of a setting, beside its input: the vocabulary's words, a refusal in the alert colour."""
+    if not state:
+        return ""
+    colour = f"color:{ALERT};font-weight:600" if level == "error" else f"color:{MUTED}"
+    return (f"<div style=\"font-family:{FONT};font-size:12px;line-height:1.3;white-space:normal;"
+            f"overflow-wrap:anywhere;{colour}\">{inline(state)}</div>")
+
+
 # -- messages ------------------------------------------------------------------------------------------
 def message_html(text: str, refused: bool) -> str:
     if not text:
@@ -386,5 +549,6 @@ def error_html(error: dict | None) -> str:
                                       f"{error['message']}{error.get('where', '')}. The panel keeps refreshing."))
 
 
-__all__ = ["Markup", "cells_html", "cells_text", "chart_html", "devices_html", "error_html", "header_html",
-           "matching_records", "memory_html", "message_html", "placement_summary_html", "records_html"]
+__all__ = ["Markup", "Series", "cells_html", "cells_text", "chart_html", "devices_html", "error_html", "header_html",
+           "in_force_html", "matching_records", "memory_html", "message_html", "notice_html", "placement_summary_html",
+           "records_html", "step_path", "time_ticks"]
