@@ -27,12 +27,15 @@ from labsession import (
     keep_screenshot,
     panel_tab,
     require_browser,
+    restart_kernel,
     run_cell,
     set_theme,
     shoot_panel,
     show_panel,
     start_big_tensor,
 )
+
+from tfgpu_magic.ipython.panel import DEAD_NOTE
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
 
@@ -166,5 +169,17 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     page.locator(CELL).first.locator(".jp-InputPrompt").click()
     page.keyboard.press("Escape")
     keep_screenshot(shoot_panel(page, tmp_path / "panel-settings-dark.png"))
-    for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png", "panel-settings-dark.png"):
+
+    # The kernel restarts: the panel's views stay on screen with their old figures, and now say so.
+    note = panel.locator(".tfgpu-dead-note")
+    expect(note).to_be_hidden()
+    restart_kernel(page)  # as a user does: JupyterLab's widget manager then marks the views disconnected
+    expect(note).to_be_visible(timeout=30_000)
+    expect(note).to_have_text(DEAD_NOTE.replace("`", ""))
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-restarted-dark.png"))
+    set_theme(page, "JupyterLab Light")
+    expect(note).to_be_visible()
+    keep_screenshot(shoot_panel(page, tmp_path / "panel-restarted-light.png"))
+    for name in ("panel-light.png", "panel-devices-light.png", "panel-dark.png", "panel-settings-dark.png",
+                 "panel-restarted-dark.png", "panel-restarted-light.png"):
         assert (tmp_path / name).stat().st_size > 10_000, f"{name}: suspiciously small"

@@ -13,7 +13,6 @@ missing, failed instead with CI=true (labsession.require_browser).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from labsession import (
     open_notebook,
     plant_shadow,
     require_browser,
+    restart_kernel,
     run_cell,
     set_theme,
     shut_down_kernel,
@@ -92,13 +92,6 @@ def expect_cpus(page, index: int, count: int) -> None:
 
     run_cell(page, index, COUNT_CPUS)
     expect(cell_output(page, index)).to_contain_text(f"logical CPUs: {count}")
-
-
-def restart_kernel(page) -> None:
-    """Kernel > Restart Kernel…, confirmed."""
-    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel…$|^Restart Kernel\.\.\.$")).first.click()
-    page.locator(".jp-Dialog .jp-mod-accept").click()
 
 
 def reopen(page, lab: Lab, name: str) -> None:

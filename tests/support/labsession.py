@@ -384,6 +384,13 @@ def notebook_signed(lab: Lab, path: Path) -> bool:
     return _notary(lab).check_signature(nbformat.read(path, as_version=4))
 
 
+def restart_kernel(page) -> None:
+    """Kernel > Restart Kernel…, confirmed."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Restart Kernel…$|^Restart Kernel\.\.\.$")).first.click()
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+
+
 def kernel_pid(lab: Lab, notebook: str, timeout: float = 60) -> int:
     """The PID of the kernel behind ``notebook``, as the GPU endpoint knows it (a starting kernel has none yet)."""
     deadline = time.monotonic() + timeout

@@ -125,6 +125,18 @@ def in_force(kernel: dict, environ: Any = None, placement: dict | None = None) -
 LEVELS = ("ok", "info", "warn", "error")  # words.setting_level's, least first
 
 
+DEAD_NOTE = ("This panel belonged to a kernel that has restarted: its figures are from before the restart. Run "
+             "`%tfgpu panel` for a live one.")
+# ipywidgets also puts a broken-link sign before every disconnected view, which in the form's grid is one more grid
+# item (the form falls apart): the note says it once instead, and the old figures are dimmed.
+DEAD_NOTE_HTML = ("<style>.tfgpu-dead-note{display:none}.jupyter-widgets-disconnected .tfgpu-dead-note{display:block}"
+                  ".tfgpu-panel.jupyter-widgets-disconnected::before,.tfgpu-panel .jupyter-widgets-disconnected::before"
+                  "{content:none;display:none}.tfgpu-panel.jupyter-widgets-disconnected>:not(.tfgpu-dead){opacity:.5}"
+                  "</style><div class='tfgpu-dead-note' role='status' style='margin:0 0 6px 0;padding:4px 8px;"
+                  "border-left:3px solid var(--jp-warn-color1,#f57c00);color:var(--jp-ui-font-color1,#212121);"
+                  f"font-family:var(--jp-ui-font-family,sans-serif)'>{inline(DEAD_NOTE)}</div>")
+
+
 class Panel(widgets.VBox):
     """``tfgpu_magic.Panel()``: the kernel's devices, memory (with history), recent cells, placement log and
     settings, live. ``model``: a LiveModel (default: the kernel's); ``magics``: the ``%tfgpu`` magics object whose
@@ -173,7 +185,11 @@ class Panel(widgets.VBox):
             widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
             widgets.VBox([html["notice"], form, self._restart, html["message"]]),
         ], titles=TABS)
-        super().__init__(children=[html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
+        # Hidden while the kernel lives: when it restarts, ipywidgets marks every view of this panel
+        # `jupyter-widgets-disconnected` and keeps it on screen with its old figures; the rule then shows this line.
+        dead = widgets.HTML(value=DEAD_NOTE_HTML, layout=widgets.Layout(margin="0"))
+        dead.add_class("tfgpu-dead")
+        super().__init__(children=[dead, html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
         self.add_class("tfgpu-panel")
         self._state: dict[str, Any] = {}
         self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
