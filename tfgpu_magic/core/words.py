@@ -19,6 +19,7 @@ SETTING_STATES: dict[str, tuple[str, str]] = {
     "refused": ("refused", "error"),
     "no_device": ("no such device", "error"),
     "failed": ("failed", "error"),
+    "not_asked": ("not asked", "info"),  # no setting made: the value in force is TensorFlow's default
 }
 
 # TensorFlow's state in this kernel (runtime.TFState, by its lower-cased name).

@@ -64,8 +64,9 @@ FIXED_AT_START = ("visible", "growth", "limit", "cpus", "cpumem")
 FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
          "them before its first operation (or `%tfgpu export` for a script).")
 NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
-NOT_ASKED = "not asked: TensorFlow's default"
-NOT_ASKED_WORDS = {"visible": "not asked: every GPU this kernel was given", "placement": "not asked"}
+NOT_ASKED = f"{words.setting_state('not_asked')}: TensorFlow's default"
+NOT_ASKED_WORDS = {"visible": f"{words.setting_state('not_asked')}: every GPU this kernel was given",
+                   "placement": words.setting_state("not_asked")}
 # label | input | Apply, and under the input what became of it. The label column is as wide as its longest label
 # (never cut); the inputs' column is one width for all, narrower only where the panel is; what became of a setting
 # wraps under its input, so the form fits a narrow panel without cutting anything off.
@@ -112,7 +113,7 @@ def in_force(kernel: dict, environ: Any = None, placement: dict | None = None) -
             variable = {"growth": "TF_FORCE_GPU_ALLOW_GROWTH", "cpumem": "TF_CPU_ALLOCATOR_USE_BFC"}.get(name)
             if variable and environ.get(variable) in ("true", "false"):
                 value = "on" if environ[variable] == "true" else "off"
-                found = InForce(value, f"not asked: {variable}={environ[variable]}")
+                found = InForce(value, f"{words.setting_state('not_asked')}: {variable}={environ[variable]}")
             else:
                 found = InForce(value, NOT_ASKED_WORDS.get(name, NOT_ASKED))
         if name in refused:
