@@ -11,6 +11,7 @@ import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, STATUS_ITEM_ID, STATUS_ITEM_RANK, 
 import { gpuIcon } from './icon';
 import { firstCellSource, hasSettings } from './model';
 import { writeFirstCell } from './saved';
+import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
 import { GpuSidebar } from './widget';
 
@@ -35,6 +36,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     statusBar: IStatusBar | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    if (tracker) {
+      watchSavedPanels(tracker); // a saved live panel says what it was where its widget cannot be drawn
+    }
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
     const applier = tracker ? new StartApplier(tracker, trans, { state, commands: app.commands }) : null;
     const sidebar = new GpuSidebar({

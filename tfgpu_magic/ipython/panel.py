@@ -138,6 +138,14 @@ DEAD_NOTE_HTML = ("<style>.tfgpu-dead-note{display:none}.jupyter-widgets-disconn
                   f"font-family:var(--jp-ui-font-family,sans-serif)'>{inline(DEAD_NOTE)}</div>")
 
 
+def with_fallback(data: dict[str, Any]) -> dict[str, Any]:
+    """A panel's mime bundle with its text for where the widget cannot be drawn. The sidebar's extension finds a
+    saved panel by the class of its HTML (labextension/src/model/savedpanel.ts) and shows the text there too."""
+    return {**data, "text/plain": Panel.DEAD_TEXT,
+            "text/html": ("<div class='tfgpu-panel-fallback' style='font-family:var(--jp-ui-font-family,"
+                          "sans-serif);color:var(--jp-ui-font-color1,#212121)'>" + inline(Panel.DEAD_TEXT) + "</div>")}
+
+
 class Panel(widgets.VBox):
     """``tfgpu_magic.Panel()``: the kernel's devices, memory (with history), recent cells, placement log and
     settings, live. ``model``: a LiveModel (default: the kernel's); ``magics``: the ``%tfgpu`` magics object whose
@@ -207,13 +215,7 @@ class Panel(widgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         data = super()._repr_mimebundle_(**kwargs)
-        if data is None:
-            return None
-        data["text/plain"] = self.DEAD_TEXT
-        data["text/html"] = ("<div class='tfgpu-panel-fallback' style='font-family:var(--jp-ui-font-family,"
-                             "sans-serif);color:var(--jp-ui-font-color1,#212121)'>"
-                             + inline(self.DEAD_TEXT) + "</div>")
-        return data
+        return None if data is None else with_fallback(data)
 
     # -- building ------------------------------------------------------------------------------------------
     def _control_row(self, name: str, label: str, kind: str, hint, default: str) -> list[widgets.Widget]:

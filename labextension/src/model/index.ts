@@ -17,7 +17,9 @@
  * - notebook.ts: the kernel comm ("This notebook");
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
  * - consent.ts: whether they apply without asking (notebook trust, the user's remembered answers);
- * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages.
+ * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages;
+ * - statusbar.ts: the status-bar item's text;
+ * - savedpanel.ts: a live panel saved in a notebook (its own text, for where it cannot be drawn).
  */
 
 export * from './words.js';
@@ -32,3 +34,4 @@ export * from './saved.js';
 export * from './consent.js';
 export * from './apply.js';
 export * from './statusbar.js';
+export * from './savedpanel.js';
