@@ -41,6 +41,7 @@ THEMES = ["JupyterLab Light", "JupyterLab Dark"]
 LONG_GPU = "NVIDIA A100-SXM4-80GB PCIe Gen4 Accelerator Board"
 LONG_NOTEBOOK = "a-notebook-whose-name-is-far-too-long-for-a-narrow-sidebar.ipynb"
 VERDICT = f"{SIDEBAR} .tfgpu-saved .tfgpu-verdict"
+UNCHECKED = "unchecked.ipynb"
 
 
 def gpus(holder_pid: int | None = None) -> dict:
@@ -64,6 +65,7 @@ def lab(fake_nvml_lib, tmp_path_factory):
                 metadata={"tfgpu": {"version": 1, "apply_on_start": True, "settings": {"cpus": "2"}}},
                 source="print('hello')"))
         write_notebook(lab.root / LONG_NOTEBOOK)
+        write_notebook(lab.root / UNCHECKED)
         yield lab
 
 
@@ -193,6 +195,28 @@ def test_a_kernel_that_ran_cells_is_told_neutrally_with_restart_and_apply(page, 
     expect(status).to_contain_text("Kernel restarted; saved settings applied", timeout=60_000)
     expect(status).to_contain_text("cpus 3")
     expect_only(page, "ok", "Kernel restarted")
+
+
+def test_without_the_extension_loaded_the_restart_says_its_values_were_not_checked(page, lab):
+    """A kernel that never ran `%load_ext tfgpu_magic` cannot check: the restart goes ahead, its dialog and the
+    verdict say the values were not checked, and the kernel checks them as it applies them at its start."""
+    from playwright.sync_api import expect
+
+    open_notebook(page, UNCHECKED)
+    bar = sidebar(page)
+    expect(bar).to_contain_text("Load tfgpu_magic", timeout=30_000)  # no comm: the sidebar offers the load
+    pid = kernel_pid(lab, UNCHECKED)
+    fill(page, cpus="2")
+    bar.locator(".tfgpu-restart-apply").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("These values were not checked")
+    expect_only(page, "warn", "not checked")
+    dialog.get_by_role("button", name="Restart and apply").click()
+    expect(apply_status(page)).to_contain_text("Kernel restarted; saved settings applied", timeout=60_000)
+    expect(apply_status(page)).to_contain_text("cpus 2")
+    assert kernel_pid(lab, UNCHECKED) != pid  # restarted: a new process
+    run_cell(page, 0, "import tensorflow as tf\nprint('logical CPUs:', len(tf.config.list_logical_devices('CPU')))")
+    expect(cell_output(page, 0)).to_contain_text("logical CPUs: 2")
 
 
 def test_destructive_buttons_share_the_error_colour(page, lab):
