@@ -111,3 +111,15 @@ def test_the_sidebar_gets_the_vocabulary_in_its_data():
     assert gpu_document({"gpus": []}, [], user=None)["words"] == vocabulary
     outcomes = {k: v["words"] for k, v in vocabulary["setting_states"].items() if k != "not_asked"}
     assert outcomes == {s.name.lower(): s.value for s in Status}
+
+
+def test_where_the_kernels_gpu_memory_was_read_is_said_in_words(shell):
+    import os
+
+    gpu = gpu_fakes.gpu(0, "NVIDIA L4", 23034, 2000, [GpuProcess(os.getpid(), 1024, "python", "me", is_self=True)])
+    snap = take(shell.tfgpu.controller, nvml=NvmlSnapshot(available=True, driver_version="550.54.15",
+                                                          cuda_driver_version="12.4", gpus=(gpu,)))
+    for name, shown in {"text": snap.to_text(), "html": plain(snap._repr_html_())}.items():
+        flat = " ".join(shown.split())
+        assert f"1,024 MiB, from {words.memory_source('nvml_process')}" in flat, (name, flat)
+        assert "nvml process" not in flat and "nvml_process" not in flat, (name, flat)

@@ -42,6 +42,11 @@ MISSING_REASONS: dict[str, str] = {
     "function_not_found": "not in this driver",
     "error": "NVML error",
 }
+# Where the GPU memory a kernel holds was read (the snapshot's kernel_gpu_memory[].source).
+MEMORY_SOURCES: dict[str, str] = {
+    "nvml_process": "NVML's process list",
+    "tensorflow_allocator": "TensorFlow's allocator",
+}
 # A GPU or process whose name could not be read: shown by its number, with this word for the name.
 NO_NAME = "unnamed"
 
@@ -59,6 +64,10 @@ def tf_state(state: str) -> str:
     return TF_STATES.get(state, state.replace("_", " "))
 
 
+def memory_source(source: str) -> str:
+    return MEMORY_SOURCES.get(source, source.replace("_", " "))
+
+
 def missing(reason: str = "", detail: str = "") -> str:
     """``n/a``, ``n/a (no permission)``, or ``n/a (NVML's own words)``."""
     why = detail or MISSING_REASONS.get(reason, reason.replace("_", " "))
@@ -73,4 +82,5 @@ def to_dict() -> dict[str, Any]:
         "missing": MISSING,
         "missing_reasons": dict(MISSING_REASONS),
         "no_name": NO_NAME,
+        "memory_sources": dict(MEMORY_SOURCES),
     }

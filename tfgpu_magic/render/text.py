@@ -215,7 +215,7 @@ def kernel_memory_sentences(snap: Snapshot) -> list[str]:
         where = f"GPU {own['physical_index']}" if own["physical_index"] is not None else ""
         named = "" if snap.tf_state is TFState.NOT_INSTALLED else f" ({own['tf_name'] or 'not used by TensorFlow'})"
         lines.append(f"This kernel: {where}{named} "
-                     f"{figure(own['used_mib'], ' MiB', thousands=False)}, from {own['source'].replace('_', ' ')}"
+                     f"{figure(own['used_mib'], ' MiB')}, from {words.memory_source(own['source'])}"
                      + (f" ({own['note']})" if own.get("note") else ""))
     return lines
 
