@@ -26,6 +26,12 @@ def _build_info(tf: Any) -> dict:
         return {}
 
 
+def cpu_only(tf: Any) -> bool:
+    """Whether this TensorFlow was built without CUDA (and ROCm): it never lists a GPU, whatever is visible."""
+    info = _build_info(tf)
+    return info.get("is_cuda_build") is False and not info.get("is_rocm_build")
+
+
 def distribution() -> str | None:
     """Which package installed TensorFlow, with its version: "tensorflow-cpu 2.21.0"."""
     for name in _DISTRIBUTIONS:
@@ -46,7 +52,7 @@ def reason(tf: Any, environ: Mapping[str, str], gpus_listed: int) -> str:
     """The sentence for a TensorFlow that lists no GPU while NVML lists ``gpus_listed``."""
     head = f"TensorFlow sees none of the {gpus_listed} GPU{'s' if gpus_listed != 1 else ''} NVML lists"
     info = _build_info(tf)
-    if info.get("is_cuda_build") is False and not info.get("is_rocm_build"):
+    if cpu_only(tf):
         package = distribution()
         which = f"this TensorFlow ({package})" if package else "this TensorFlow"
         return (f"{head}: {which} is a CPU-only build; install one with GPU support, {FIX_BUILD}, "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import words
+from .no_gpu import cpu_only
 from .plan import ALL, Plan, format_mib, resolve_size
 from .warn import warn
 
@@ -309,6 +310,9 @@ class Adapter:
                                            "chosen only through CUDA_VISIBLE_DEVICES, which CUDA reads once; restart "
                                            f"the kernel and run `%tfgpu visible {mig}` first")
         gpus = self.physical_gpus()
+        if not gpus and cpu_only(self.tf):  # which GPUs are visible changes nothing a CPU-only build does
+            return _Step(Status.NO_GPU, "TensorFlow sees no GPU (a CPU-only build); the setting applies where there "
+                                        "is one")
         if spec.every:
             wanted = gpus
         else:
