@@ -426,6 +426,19 @@ def test_show_option_errors(argv, message):
     assert "\n" not in str(info.value)
 
 
+def test_the_eager_record_of_a_onednn_rewrite_folds_into_the_placers_node():
+    """As TensorFlow with oneDNN logs one matmul: the placer's node MatMul (type MatMul), the placer's and the eager
+    listener's _MklMatMul (named by its type): one row, its channels in one order whichever came first."""
+    from tfgpu_magic.core.placement import fold_internal
+
+    records = [_record(6, "MatMul", "MatMul", "placer"), _record(6, "_MklMatMul", "_MklMatMul", "placer"),
+               _record(6, "_MklMatMul", "_MklMatMul", "eager")]
+    ops, merged, _ = fold_internal(records)
+    assert [(r.op, r.op_type) for r in ops] == [("_MklMatMul", "_MklMatMul")] and merged == [("eager+placer", 3)]
+    ops, merged, _ = fold_internal(records[::-1])
+    assert len(ops) == 1 and merged == [("eager+placer", 3)]
+
+
 def test_core_imports_nothing_heavy():
     import subprocess
     import sys

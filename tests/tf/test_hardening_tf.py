@@ -31,7 +31,7 @@ def test_defaults_in_a_profiles_ipython_config_load_and_give_three_cpus(tmp_path
     assert proc.returncode == 0, proc.stderr
     assert "cpus ['CPU:0', 'CPU:1', 'CPU:2']" in proc.stdout, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr and "AttributeError" not in proc.stderr
-    assert re.search(r"growth\s+on\s+no_gpu", proc.stdout), proc.stdout  # applied at import, where it could
+    assert re.search(r"growth\s+on\s+no GPU to apply to", proc.stdout), proc.stdout  # the vocabulary's words
 
 
 def test_bad_defaults_from_a_config_or_percent_config_are_one_line_and_change_nothing():

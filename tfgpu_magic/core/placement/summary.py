@@ -177,11 +177,17 @@ def fold_internal(records) -> tuple[list[PlacementRecord], list[tuple[str, int]]
     kept: list[PlacementRecord] = []
     merged: dict[tuple, list] = {}
     left_out = 0
+
+    def key_of(r: PlacementRecord) -> tuple:
+        # The eager listener names an op by its type: its "_MklMatMul" is the placer's node "MatMul" too.
+        op = base_op_type(r.op) if r.op == r.op_type else r.op
+        return r.cell, r.short_device, base_op_type(r.op_type or ""), op
+
     for r in records:
         if r.op_type in PLUMBING_OPS:
             left_out += 1
             continue
-        key = (r.cell, r.short_device, base_op_type(r.op_type or ""), r.op)
+        key = key_of(r)
         if key not in merged:
             merged[key] = [r, [], 0]
             kept.append(r)
@@ -191,8 +197,9 @@ def fold_internal(records) -> tuple[list[PlacementRecord], list[tuple[str, int]]
         entry[2] += 1
         if base_op_type(r.op_type or "") != (r.op_type or "") and entry[0].op_type == base_op_type(r.op_type or ""):
             entry[0] = r  # the rewrite's name is the more telling: "MatMul (oneDNN: _MklMatMul)"
-    rows = [merged[(r.cell, r.short_device, base_op_type(r.op_type or ""), r.op)] for r in kept]
-    return [row[0] for row in rows], [("+".join(row[1]), row[2]) for row in rows], left_out
+    rows = [merged[key_of(r)] for r in kept]
+    # Channels in one order, whichever line came first (the order differs from run to run and build to build).
+    return [row[0] for row in rows], [("+".join(sorted(row[1])), row[2]) for row in rows], left_out
 
 
 @dataclass(frozen=True, repr=False)
