@@ -88,6 +88,18 @@ def test_after_init_a_change_is_refused_before_any_call(setting, plan):
     assert tf.calls == []
 
 
+def test_after_listing_a_gpu_cuda_left_out_is_refused_with_why_and_the_fix():
+    """`visible 1` once TensorFlow has listed its GPUs under CUDA_VISIBLE_DEVICES=0: CUDA read the variable once, so
+    the refusal says that, and that a restart with the magic first is the way to GPU 1."""
+    tf = gpu_fakes.RecordingTF(1)
+    a = Adapter(tf, TFState.ENUMERATED, [0], {0: 40960, 1: 23034}, {"CUDA_VISIBLE_DEVICES": "0"})
+    outcome = a.apply("visible", Plan().with_visible(VisibleSpec(indices=(1,))))
+    assert outcome.status is Status.NO_DEVICE and tf.calls == []
+    assert outcome.detail == ("GPU 1 is not among TensorFlow's GPUs (physical: 0): CUDA read CUDA_VISIBLE_DEVICES=0 "
+                              "when TensorFlow listed its devices, and reads it once; for GPU 1, restart the kernel "
+                              "and run `%tfgpu visible` before TensorFlow lists its devices")
+
+
 def test_after_init_the_value_in_force_is_accepted():
     tf = gpu_fakes.RecordingTF(2, initialized=True)
     tf.growth = {d.name: True for d in tf.gpus}

@@ -320,7 +320,13 @@ class Adapter:
             missing = [i for i in spec.indices if i not in by_physical]
             if missing:
                 seen = ", ".join(str(i) for i in sorted(by_physical)) or "none"
-                return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not among TensorFlow's GPUs (physical: {seen})")
+                # NVML has it (the controller checked): CUDA left it out when TensorFlow listed its devices, once.
+                variable = self.environ.get("CUDA_VISIBLE_DEVICES")
+                read = f"CUDA_VISIBLE_DEVICES={variable}" if variable is not None else "the devices it found"
+                return _Step(Status.NO_DEVICE, f"GPU {missing[0]} is not among TensorFlow's GPUs (physical: {seen}): "
+                                               f"CUDA read {read} when TensorFlow listed its devices, and reads it "
+                                               f"once; for GPU {missing[0]}, restart the kernel and run `%tfgpu "
+                                               "visible` before TensorFlow lists its devices")
             wanted = [d for k, d in enumerate(gpus) if self.physical_index(k) in spec.indices]
         current = [_name(d) for d in self.tf.config.get_visible_devices("GPU")]
         if [_name(d) for d in wanted] == current:
