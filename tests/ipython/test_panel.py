@@ -124,6 +124,19 @@ def test_a_control_runs_the_magic_and_says_what_became_of_it(shell, panel):
     assert f"cpus 3 {words.setting_state('pending')}" in text_of(panel)
 
 
+def test_several_per_gpu_limits_as_the_input_shows_them_apply_again_unchanged(shell, panel):
+    panel.apply("limit", "4GB --gpu 0")
+    panel.apply("limit", "2GB --gpu 1")
+    shown = panel._inputs["limit"].value
+    assert shown == "4GiB --gpu 0; 2GiB --gpu 1", shown  # the values in force, one per GPU
+    before = shell.tfgpu.controller.plan
+    said = panel.apply("limit")  # Apply on the input as it is
+    # Each entry its own change, as the magic takes them ("--gpu given twice" before).
+    assert said.count("tfgpu: %tfgpu limit") == 2 and "given twice" not in said, said
+    assert shell.tfgpu.controller.plan == before
+    assert panel.apply("limit", "").startswith("tfgpu: limit: the following arguments are required")  # the magic's
+
+
 @pytest.mark.parametrize("name, value", [
     ("limit", "1000GB"), ("cpus", "0"), ("cpus", "9" * 5000), ("visible", "7"), ("limit", "40% --gpu 9"),
     ("visible", ""), ("growth", "maybe"), ("cpumem", "sometimes"), ("virtual", "2x"),

@@ -296,11 +296,15 @@ class Panel(widgets.VBox):
                 raise UsageError("tfgpu: placement capture is not available in this installation")
             ext.placement.command(line.split()[1:])
             return
+        # One entry per GPU, as the input shows several ("4GiB --gpu 0; 2GiB --gpu 1"): each its own change.
+        parts = [p.strip() for p in line.removeprefix(name).split(";")] if name in ("limit", "virtual") else [None]
         try:
-            change = parse_change(line)
+            changes = [parse_change(line if p is None else f"{name} {p}") for p in parts if p != ""] or \
+                [parse_change(line)]  # nothing given: the magic's own one-line refusal
         except PlanError as err:
             raise UsageError(str(err)) from None
-        configure(ext, change)
+        for change in changes:
+            configure(ext, change)
 
     def _filter_changed(self, change=None) -> None:
         self._html["records"].value = live_html.records_html(self._state.get("placement"), self._device_filter.value,
