@@ -68,10 +68,15 @@ def memory_source(source: str) -> str:
     return MEMORY_SOURCES.get(source, source.replace("_", " "))
 
 
+def why(reason: str = "", detail: str = "") -> str:
+    """Why a value is missing: NVML's own words, else the vocabulary's for its reason ("" when neither is known)."""
+    return detail or MISSING_REASONS.get(reason, reason.replace("_", " "))
+
+
 def missing(reason: str = "", detail: str = "") -> str:
     """``n/a``, ``n/a (no permission)``, or ``n/a (NVML's own words)``."""
-    why = detail or MISSING_REASONS.get(reason, reason.replace("_", " "))
-    return f"{MISSING} ({why})" if why else MISSING
+    because = why(reason, detail)
+    return f"{MISSING} ({because})" if because else MISSING
 
 
 def to_dict() -> dict[str, Any]:

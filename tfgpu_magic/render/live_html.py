@@ -17,7 +17,6 @@ from .views import (
     ALERT,
     FONT,
     TEXT,
-    Cell,
     Markup,
     alert,
     box,
@@ -25,6 +24,7 @@ from .views import (
     esc,
     inline,
     paragraph,
+    state_cell,
     table_html,
     title,
 )
@@ -71,8 +71,7 @@ def _na(value: Any, what: str = "") -> str:
 def _why(value: Any) -> str:
     """Why a value is missing, for a sentence that already says it is ("NVML is unavailable (<why>)")."""
     if isinstance(value, dict):
-        reason = str(value.get("unavailable") or "")
-        return _detail(value, "") or words.MISSING_REASONS.get(reason, reason.replace("_", " ")) or words.MISSING
+        return words.why(str(value.get("unavailable") or ""), _detail(value, "")) or words.MISSING
     return words.MISSING if value is None else str(value)
 
 
@@ -100,12 +99,6 @@ def header_html(kernel: dict) -> str:
         body = paragraph("No settings asked (the Settings tab, or `%tfgpu help`, lists them).")
     notes = [caution(n) for n in kernel.get("notes") or ()]
     return box("panel-header", head, body, *notes)
-
-
-def state_cell(status: str) -> Cell:
-    """What became of a setting, in the vocabulary's words; a bad end in the alert colour."""
-    error = words.setting_level(status) == "error"
-    return Cell(words.setting_state(status), style=f"color:{ALERT};font-weight:600" if error else "")
 
 
 # -- devices ------------------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def na(value: Any) -> str:
 def why(value: Any) -> str:
     """Why a value is missing, for a sentence that already says it is ("unavailable: <why>")."""
     if isinstance(value, Unavailable):
-        return value.detail or words.MISSING_REASONS.get(value.reason, value.reason.replace("_", " "))
+        return words.why(value.reason, value.detail)
     return words.MISSING if value is None else str(value)
 
 

@@ -163,15 +163,19 @@ def _tf_head(snap: Snapshot) -> str:
             f"{inline(sentence(snap.state_note))}</p>")
 
 
+def state_cell(status: str) -> Cell:
+    """What became of a setting, in the vocabulary's words; a bad end in the alert colour."""
+    error = words.setting_level(status) == "error"
+    return Cell(words.setting_state(status), style=f"color:{ALERT};font-weight:600" if error else "")
+
+
 def _settings(snap: Snapshot) -> str:
     if not snap.settings:
         return paragraph("Settings: none asked (`%tfgpu help` lists them).")
     rows = []
     for s in snap.settings:
         status = str(s.get("status", ""))
-        state = Cell(words.setting_state(status),
-                     style=f"color:{ALERT};font-weight:600" if words.setting_level(status) == "error" else "")
-        rows.append((s.get("setting", ""), s.get("asked", ""), state, sentence(s.get("detail", "")) or ""))
+        rows.append((s.get("setting", ""), s.get("asked", ""), state_cell(status), sentence(s.get("detail", "")) or ""))
     return title("Settings") + table_html(("setting", "asked", "status", "detail"), rows)
 
 
