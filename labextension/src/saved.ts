@@ -249,33 +249,21 @@ export class SavedSection {
       node.setAttribute('role', 'status');
       statusNodes.push(node);
       if (status.retry) {
-        const retry = button(
+        const retry = this._restartSavedButton(
           trans.__('Try again'),
-          'tfgpu-danger tfgpu-retry',
+          'tfgpu-retry',
           trans.__('Restart the kernel and apply the saved settings again')
         );
-        retry.addEventListener('click', () => {
-          const current = this._saved();
-          if (this._panel && this._applier && current.kind === 'ok') {
-            void this._applier.restartAndApply(this._panel, current.saved.settings);
-          }
-        });
         retry.disabled = saved.kind !== 'ok' || !this._applier;
         statusNodes.push(retry);
       }
       if (status.restart) {
         // Not applied because the kernel had run cells: the restart is how to have them.
-        const restart = button(
+        const restart = this._restartSavedButton(
           trans.__('Restart kernel and apply'),
-          'tfgpu-danger tfgpu-restart-now',
+          'tfgpu-restart-now',
           trans.__("Restart the kernel and apply the saved settings before any cell (the kernel's variables are lost)")
         );
-        restart.addEventListener('click', () => {
-          const current = this._saved();
-          if (this._panel && this._applier && current.kind === 'ok') {
-            void this._applier.restartAndApply(this._panel, current.saved.settings);
-          }
-        });
         restart.disabled = saved.kind !== 'ok' || !this._applier || this._busy;
         statusNodes.push(restart);
       }
@@ -331,6 +319,18 @@ export class SavedSection {
     for (const input of this._inputs.values()) {
       input.disabled = !panel || busy;
     }
+  }
+
+  /** A button (the destructive red) that restarts the kernel and applies what the notebook has saved then. */
+  private _restartSavedButton(text: string, className: string, title: string): HTMLButtonElement {
+    const node = button(text, `tfgpu-danger ${className}`, title);
+    node.addEventListener('click', () => {
+      const current = this._saved();
+      if (this._panel && this._applier && current.kind === 'ok') {
+        void this._applier.restartAndApply(this._panel, current.saved.settings);
+      }
+    });
+    return node;
   }
 
   /**

@@ -251,6 +251,8 @@ export class GpuSidebar extends Widget {
       throw error; // the poll backs off
     }
     this._data = data;
+    // Read once per answer: every chart and notebook render of this answer names things with them.
+    this._serverWords = typeof data === 'object' && data !== null ? readWords((data as { words?: unknown }).words) : null;
     this._trouble = null;
     this._answered.emit(data);
     this._takeHistory(data);
@@ -459,8 +461,7 @@ export class GpuSidebar extends Widget {
    * answer: the same package's words), else none (each key reads as itself).
    */
   private _wordsOf(link: NotebookLink | null): Words | null {
-    const answer = typeof this._data === 'object' && this._data !== null ? (this._data as { words?: unknown }) : {};
-    return link?.words ?? readWords(answer.words);
+    return link?.words ?? this._serverWords;
   }
 
   /** Follow the notebook in front: one comm at a time, paused while the sidebar is hidden. */
@@ -512,6 +513,7 @@ export class GpuSidebar extends Widget {
   private _poll: Poll;
   private _pollWhileHidden = false;
   private _titlesScheduled = false;
+  private _serverWords: Words | null = null;
   private _answered = new Signal<this, unknown>(this);
   private _data: unknown = undefined;
   private _view: ServerView | null = null;
