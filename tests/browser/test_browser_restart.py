@@ -28,8 +28,8 @@ from labsession import (
     run_cell,
     set_theme,
     sidebar,
-    sign_notebook,
     write_notebook,
+    write_saved,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf]
@@ -37,15 +37,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.tf]
 COUNT_CPUS = "import tensorflow as tf\nprint('logical CPUs:', len(tf.config.list_logical_devices('CPU')))"
 NO_PACKAGE = {"name": "noext", "display_name": "No tfgpu here", "language": "python"}
 SLOW = {"name": "slowapply", "display_name": "Slow to apply", "language": "python"}
-
-
-def saved(settings: dict) -> dict:
-    return {"tfgpu": {"version": 1, "apply_on_start": True, "settings": settings}}
-
-
-def write_saved(lab, name: str, settings: dict, **kwargs) -> None:
-    """A notebook the user saved here with these settings: signed (trusted), so they apply without asking."""
-    sign_notebook(lab, write_notebook(lab.root / name, metadata=saved(settings), source="print('hello')", **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -73,13 +64,6 @@ def lab():
                      "from ipykernel import kernelapp; kernelapp.launch_new_instance()", "-f", "{connection_file}"],
             "display_name": NO_PACKAGE["display_name"], "language": "python"}))
         yield lab
-
-
-@pytest.fixture
-def page(lab):
-    with lab.browser_page(width=1400, height=1000) as page:
-        yield page
-    print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
 
 
 def expect_cpus(page, index: int, count: int) -> None:

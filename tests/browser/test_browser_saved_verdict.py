@@ -31,8 +31,8 @@ from labsession import (
     run_cell,
     set_theme,
     sidebar,
-    sign_notebook,
     write_notebook,
+    write_saved,
 )
 
 pytestmark = [pytest.mark.browser]
@@ -60,20 +60,10 @@ def lab(fake_nvml_lib, tmp_path_factory):
         lab.nvml_config = config
         for theme in THEMES:
             write_notebook(lab.root / f"verdict-{slug(theme)}.ipynb")
-            sign_notebook(lab, write_notebook(
-                lab.root / f"ran-{slug(theme)}.ipynb",
-                metadata={"tfgpu": {"version": 1, "apply_on_start": True, "settings": {"cpus": "2"}}},
-                source="print('hello')"))
+            write_saved(lab, f"ran-{slug(theme)}.ipynb", {"cpus": "2"})
         write_notebook(lab.root / LONG_NOTEBOOK)
         write_notebook(lab.root / UNCHECKED)
         yield lab
-
-
-@pytest.fixture
-def page(lab):
-    with lab.browser_page(width=1400, height=1000) as page:
-        yield page
-    print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
 
 
 def slug(theme: str) -> str:
@@ -98,6 +88,13 @@ def kernel_state(lab, path: str) -> tuple[str, str]:
     """The kernel's pid and execution count, asked from outside (silently: neither changes)."""
     return (kernel_expression(lab, path, "__import__('os').getpid()"),
             kernel_expression(lab, path, "get_ipython().execution_count"))
+
+
+def shoot_saved(page, shot) -> None:
+    """The page with the sidebar's Saved settings section in view, kept where TFGPU_SCREENSHOTS says."""
+    page.locator(f"{SIDEBAR} .tfgpu-saved").scroll_into_view_if_needed()
+    page.screenshot(path=str(shot))
+    keep_screenshot(shot)
 
 
 def expect_only(page, cls: str, text: str | re.Pattern) -> None:
@@ -136,10 +133,7 @@ def test_one_verdict_a_refused_restart_restarts_nothing_and_a_valid_save_clears_
     expect(page.locator(f"{SIDEBAR} .tfgpu-field[data-setting='limit'] .tfgpu-field-error")).to_contain_text("2XB")
     expect(page.locator(".jp-Dialog")).to_have_count(0)
     assert kernel_state(lab, name) == before, "the kernel restarted (or ran something) although its check failed"
-    bar.locator(".tfgpu-saved").scroll_into_view_if_needed()
-    shot = tmp_path / f"sidebar-verdict-refused-{slug(theme)}.png"
-    page.screenshot(path=str(shot))
-    keep_screenshot(shot)
+    shoot_saved(page, tmp_path / f"sidebar-verdict-refused-{slug(theme)}.png")
     page.locator(CELL).first.click()
     add_cell_below(page)
     run_cell(page, 1, "print(x + 1)")
@@ -185,10 +179,7 @@ def test_a_kernel_that_ran_cells_is_told_neutrally_with_restart_and_apply(page, 
     expect(restart).to_be_visible()
     expect(restart).to_have_text("Restart kernel and apply")
     assert kernel_pid(lab, name) == pid
-    shot = tmp_path / f"sidebar-ran-cells-{slug(theme)}.png"
-    page.locator(f"{SIDEBAR} .tfgpu-saved").scroll_into_view_if_needed()
-    page.screenshot(path=str(shot))
-    keep_screenshot(shot)
+    shoot_saved(page, tmp_path / f"sidebar-ran-cells-{slug(theme)}.png")
 
     restart.click()
     page.locator(".jp-Dialog").get_by_role("button", name="Restart and apply").click()

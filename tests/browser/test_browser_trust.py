@@ -32,6 +32,7 @@ from labsession import (
     require_browser,
     restart_kernel,
     run_cell,
+    saved_metadata,
     set_theme,
     shut_down_kernel,
     sidebar,
@@ -59,17 +60,9 @@ def lab():
         assert not lab.marker.exists(), lab.marker.read_text()
 
 
-@pytest.fixture
-def page(lab):
-    with lab.browser_page(width=1400, height=1000) as page:
-        yield page
-    print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
-
-
 def write(lab: Lab, name: str, settings: dict, *, signed: bool) -> Path:
     """A notebook with one code cell and saved settings; ``signed``: trusted, as after `jupyter trust`."""
-    path = write_notebook(lab.root / name, source="print('hello')", metadata={
-        "tfgpu": {"version": 1, "apply_on_start": True, "settings": settings}})
+    path = write_notebook(lab.root / name, source="print('hello')", metadata=saved_metadata(settings))
     return sign_notebook(lab, path) if signed else path
 
 

@@ -233,6 +233,18 @@ def write_notebook(path: Path, *, metadata: dict | None = None, kernelspec: dict
     return path
 
 
+def saved_metadata(settings: dict) -> dict:
+    """A notebook's metadata with these saved settings, applied at each kernel start."""
+    return {"tfgpu": {"version": 1, "apply_on_start": True, "settings": settings}}
+
+
+def write_saved(lab: Lab, name: str, settings: dict, **kwargs) -> Path:
+    """A notebook the user saved here with these settings (and a code cell): signed, so trusted, so they apply
+    without asking."""
+    return sign_notebook(lab, write_notebook(lab.root / name, metadata=saved_metadata(settings),
+                                             source="print('hello')", **kwargs))
+
+
 def open_notebook(page, name: str, timeout: float = 60_000, *, wait_idle: bool = True) -> None:
     """Open ``name`` from the File Browser, as a user does, and (``wait_idle``) wait until its kernel is idle."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
