@@ -68,11 +68,12 @@ export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
  *
  * The kernel's working directory is the notebook's folder and comes first on `sys.path` (as ''): a
  * `tfgpu_magic/` folder shipped beside the notebook would be imported instead of the installed package, and
- * opening the notebook would run its code. So the call finds the package on `sys.path` without '' and '.'
- * (explicit entries stay: an editable install's folder is one), loads it from there, and reaches the module
- * through that package; a helper name is bound for the call only. Not installed: ModuleNotFoundError, which
- * the sidebar reads as "not installed". The user expression reads the module from `sys.modules` only, so it
- * imports nothing either (ipykernel evaluates it only after the code succeeded).
+ * so would a `pynvml.py` the apply imports to read NVML: opening the notebook would run its code. So for the
+ * whole call `sys.path` holds neither '' nor '.' nor the working directory (other explicit entries stay: an
+ * editable install's folder is one), and is put back as it was afterwards (with any entry the call added).
+ * Helper names are bound for the call only. Not installed: ModuleNotFoundError, which the sidebar reads as
+ * "not installed". The user expression reads the module from `sys.modules` only, so it imports nothing
+ * either (ipykernel evaluates it only after the code succeeded).
  */
 export const PY_APPLY_MODULE = 'tfgpu_magic.ipython.apply';
 const PY_PACKAGE = PY_APPLY_MODULE.split('.')[0];
@@ -80,8 +81,7 @@ const PY_INSTALLED = [
   'def _tfgpu_installed():',
   '    import importlib, importlib.machinery, importlib.util, sys',
   `    if ${JSON.stringify(PY_PACKAGE)} not in sys.modules:`,
-  '        path = [p for p in sys.path if p not in ("", ".")]',
-  `        spec = importlib.machinery.PathFinder.find_spec(${JSON.stringify(PY_PACKAGE)}, path)`,
+  `        spec = importlib.machinery.PathFinder.find_spec(${JSON.stringify(PY_PACKAGE)}, sys.path)`,
   '        if spec is None:',
   `            raise ModuleNotFoundError("No module named ${PY_PACKAGE} in this kernel's environment", name=${JSON.stringify(PY_PACKAGE)})`,
   '        package = importlib.util.module_from_spec(spec)',
@@ -98,10 +98,16 @@ export const PY_APPLY_USER_EXPRESSION = `__import__('sys').modules[${JSON.string
 export function pyApplyCall(documentJson: string): string {
   return [
     PY_INSTALLED,
+    'import os as _tfgpu_os, sys as _tfgpu_sys',
+    '_tfgpu_path = list(_tfgpu_sys.path)',
+    '_tfgpu_here = _tfgpu_os.path.realpath(_tfgpu_os.getcwd())',
+    '_tfgpu_sys.path[:] = [p for p in _tfgpu_path',
+    '                      if not (isinstance(p, str) and (p in ("", ".") or _tfgpu_os.path.realpath(p) == _tfgpu_here))]',
     'try:',
     `    _tfgpu_installed().apply_json(${JSON.stringify(documentJson)})`,
     'finally:',
-    '    del _tfgpu_installed'
+    '    _tfgpu_sys.path[:] = _tfgpu_path + [p for p in _tfgpu_sys.path if p not in _tfgpu_path]',
+    '    del _tfgpu_installed, _tfgpu_os, _tfgpu_sys, _tfgpu_path, _tfgpu_here'
   ].join('\n');
 }
 

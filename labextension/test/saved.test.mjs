@@ -203,12 +203,15 @@ test('applyCode passes the document as a JSON string literal that Python reads a
   assert.equal(APPLY_USER_EXPRESSION, "__import__('sys').modules[\"tfgpu_magic.ipython.apply\"].last_result()");
 });
 
-test('the apply code never imports from the notebook folder: sys.path without its "" entry, the helper deleted', () => {
+test('the apply code never imports from the notebook folder: sys.path without it for the whole call, then restored', () => {
   const code = applyCode({ settings: { cpus: '2' } });
-  assert.ok(code.includes('path = [p for p in sys.path if p not in ("", ".")]'), code);
-  assert.ok(code.includes('importlib.machinery.PathFinder.find_spec("tfgpu_magic", path)'), code);
+  const call = code.indexOf('_tfgpu_installed().apply_json(');
+  const cleared = code.indexOf('(p in ("", ".") or _tfgpu_os.path.realpath(p) == _tfgpu_here)');
+  assert.ok(cleared > 0 && cleared < call, code);
+  assert.ok(code.includes('importlib.machinery.PathFinder.find_spec("tfgpu_magic", sys.path)'), code);
   assert.ok(!code.includes('__import__('), 'no plain import, which would search the notebook folder first');
-  assert.ok(code.trimEnd().endsWith('finally:\n    del _tfgpu_installed'), code);
+  assert.ok(code.includes('finally:\n    _tfgpu_sys.path[:] = _tfgpu_path + '), code);
+  assert.ok(code.trimEnd().endsWith('del _tfgpu_installed, _tfgpu_os, _tfgpu_sys, _tfgpu_path, _tfgpu_here'), code);
 });
 
 const okReply = result => ({

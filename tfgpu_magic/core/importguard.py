@@ -53,3 +53,40 @@ def apart_from_tensorflow_import(name: str):
 
 def first_run_over(name: str) -> None:
     _loaded_by.add(name)
+
+
+def _working_folder_entry(entry: object, here: str) -> bool:
+    import os
+
+    return isinstance(entry, str) and (entry in ("", ".") or os.path.realpath(entry) == here)
+
+
+def import_installed(name: str):
+    """Import the top-level module ``name`` as installed, never from the working directory: a kernel's is the
+    notebook's folder and comes first on sys.path (as ''), so a ``pynvml.py`` a received notebook brought
+    would run when a thread of ours first reads NVML. One already loaded is used as it is (the user's own
+    import is the user's). ImportError when it is not installed."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    here = os.path.realpath(os.getcwd())
+    path = [entry for entry in list(sys.path) if not _working_folder_entry(entry, here)]
+    with _bootstrap._ModuleLockManager(name):
+        module = sys.modules.get(name)
+        if module is not None:
+            return module
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"No module named {name!r}", name=name)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .importguard import import_installed
+
 
 @dataclass(frozen=True)
 class Unavailable:
@@ -291,7 +293,7 @@ def _ensure_init() -> tuple[Any, Unavailable | None]:
             # The PyPI ``pynvml`` wrapper package warns on import; nvidia-ml-py (what we depend on) does not.
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
-                import pynvml
+                pynvml = import_installed("pynvml")
         except ImportError as exc:
             return None, Unavailable("error", f"nvidia-ml-py is not installed ({exc}): pip install nvidia-ml-py")
         try:
@@ -307,7 +309,7 @@ def load_binding() -> None:
     imports nothing (a first import in a thread can deadlock with `import tensorflow` in another)."""
     with contextlib.suppress(ImportError), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        import pynvml  # noqa: F401
+        import_installed("pynvml")
 
 
 def shutdown() -> None:
