@@ -105,3 +105,18 @@ def test_percent_without_nvml_is_refused_with_the_reason(shell):
     with pytest.raises(UsageError, match=r"^tfgpu: .*NVML library not found.*absolute size"):
         shell.run_line_magic("tfgpu", "limit 40%")
     assert _state(shell) == before
+
+
+@pytest.mark.parametrize("line", ["cpus {n}", "cpus $n", "limit {size}", "visible {__import__('os').getpid()}"])
+def test_arguments_are_taken_as_written_never_expanded(shell, line):
+    """A first cell written from saved settings runs unseen under papermill: `{expr}` must stay text."""
+    shell.user_ns.update(n=2, size="1GB")
+    calls: list[str] = []
+    shell.user_ns["__import__"] = lambda *a: calls.append("imported")  # were it evaluated, this would be seen
+    before = _state(shell)
+    result = shell.run_cell(f"%tfgpu {line}")
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    message = str(result.error_in_exec)
+    assert message.startswith("tfgpu:") and "\n" not in message, message
+    assert line.split(" ", 1)[1][:5] in message, message  # the value as written is the one refused
+    assert _state(shell) == before and not calls

@@ -34,6 +34,21 @@ def test_normalise_orders_settings_and_reads_every_form():
                                                  "placement on"]
 
 
+@pytest.mark.parametrize("value", ["0\nimport os", "0\r\n!rm -rf ~", "2\x1b[2J", "on\tx", "1\x85x"],
+                         ids=["newline", "crlf", "escape", "tab", "c1"])
+def test_a_value_with_a_control_character_is_refused_and_never_a_line_of_code(value):
+    """A line break in a saved value would write a line of Python into the first cell (first_cell)."""
+    for name in ("visible", "cpus", "limit"):
+        document = {"settings": {name: value}}
+        with pytest.raises(saved.SavedError) as err:
+            saved.first_cell(document)
+        message = str(err.value)
+        assert message.startswith(f"tfgpu: saved {name} ") and "control character" in message, message
+        assert "\n" not in message and "\x1b" not in message and "\r" not in message, message
+        assert saved.check(document) == {"": message}
+    assert saved.check({"settings": {"limit": ["1GB --gpu 0", value]}})[""].startswith("tfgpu: saved limit ")
+
+
 @pytest.mark.parametrize("doc, message", [
     ({"version": 2, "settings": {}}, "tfgpu: these settings were saved by a newer tfgpu_magic (metadata version 2); "
                                      "this one reads version 1: upgrade tfgpu_magic in this kernel's environment"),

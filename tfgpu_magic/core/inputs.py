@@ -26,6 +26,11 @@ def shown(text: object) -> str:
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
+def has_controls(text: str) -> bool:
+    """Whether ``text`` holds a control character (printable would escape it)."""
+    return _CONTROLS.search(text) is not None
+
+
 def printable(text: object) -> str:
     """``text`` with every control character written as Python does (``\\x1b``), so a name from NVML or /proc
     (any user can name their process) cannot clear a reader's terminal or set its title. Idempotent."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .changes import parse_change
-from .inputs import short_repr, shown
+from .inputs import has_controls, short_repr, shown
 from .plan import ALL
 from .version import SAVED_VERSION as VERSION
 
@@ -61,6 +61,10 @@ def normalise(document: Any) -> dict[str, list[str]]:
                 len(values) > 1 and name not in PER_GPU):
             raise SavedError(f"tfgpu: saved {name} is {json.dumps(value)[:60]}: expected the text after "
                              f"`%tfgpu {name}`" + (", or a list of them, one per GPU" if name in PER_GPU else ""))
+        bad = next((v for v in values if has_controls(v.strip())), None)
+        if bad is not None:  # a line break would be a line of Python in a first cell (first_cell)
+            raise SavedError(f"tfgpu: saved {name} {shown(bad)} holds a control character (a line break, a tab or "
+                             f"an escape): a value is the text after `%tfgpu {name}` on one line; write it again")
         out[name] = [v.strip() for v in values]
     return out
 

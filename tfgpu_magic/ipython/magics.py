@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
 from traitlets import Any, observe, validate
@@ -140,6 +140,9 @@ class TfgpuMagics(Magics):
     @argument("subcommand", nargs="?", default="status", help="one of: " + ", ".join(SUBCOMMANDS))
     @argument("args", nargs=argparse.REMAINDER, help="the subcommand's arguments (`%%tfgpu help`)")
     @line_cell_magic
+    # Arguments as written: a saved value such as "{__import__('os').system(...)}" written as a first cell must
+    # stay text, never be evaluated by IPython's {} and $ expansion (a GPU spec or size never needs it).
+    @no_var_expand
     def tfgpu(self, line: str = "", cell: str | None = None):
         """Configure TensorFlow's GPUs before its first use, and see its devices, memory and placement.
 
