@@ -126,7 +126,8 @@ class Controller:
         self._wait_for_import()
         claimed: tuple[str, ...] = ()
         auto = change.setting == "visible" and isinstance(change.value, VisibleSpec) and change.value.auto is not None
-        if self._chooses(change):
+        chooses = self._chooses(change)
+        if chooses:
             change, claimed = self._choose(change)  # may wait: outside the lock
         try:
             with self._lock:
@@ -146,6 +147,10 @@ class Controller:
         if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
             chose = f"auto chose {_chosen_words(self.plan.visible)}"
             outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
+        off = self.claims.why_off(claimed) if chooses and self.claims is not None else None
+        if off:  # chosen all the same: say that another kernel may choose the same GPU meanwhile
+            outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(
+                outcome.detail, f"GPU claims are off: {off}; two kernels choosing at once may take the same GPU"))
         return outcome
 
     def _change(self, change: Change) -> Outcome:

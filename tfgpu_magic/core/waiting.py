@@ -4,7 +4,9 @@
 kernel that gets a GPU claims it: a lock file per GPU under the user's Jupyter runtime folder, held with
 ``flock`` by the kernel's process, so it ends when the process ends. Another kernel skips a GPU claimed by a
 live process until that process shows up in the GPU's NVML process list (its TensorFlow runtime has
-allocated there, and the free memory says the rest). Claims are advisory and per user.
+allocated there, and the free memory says the rest). Claims are advisory and per user: the folder must be the
+user's own (mode 0700) and each lock file a regular file of theirs (private_files.py); when the folder cannot be
+used, claims are off and a choice is made without them, saying so.
 
 No IPython and no TensorFlow: the faces pass a progress callback and turn PlanError into their own errors.
 """
@@ -24,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .inputs import shown
+from .inputs import printable, shown
 from .plan import PlanError
+from .private_files import PrivateFileError, PrivateFolderError, open_private, private_folder
 
 POLL_S = 1.0  # how often NVML is read while waiting; a Ctrl-C is seen within this
 MAX_WAIT_S = 7 * 24 * 3600
@@ -87,28 +90,62 @@ def holder_name() -> str:
 @dataclass(frozen=True)
 class Claim:
     key: str  # the GPU's UUID (or "gpu-N" without one)
-    pid: int
-    holder: str  # "kernel 4f2c8a1e"
+    pid: int  # 0: a lock file whose record says nothing readable
+    holder: str  # "kernel 4f2c8a1e"; as read from the lock file: shown escaped
     since: float
 
     def describe(self) -> str:
-        who = self.holder if self.holder.startswith("pid ") else f"{self.holder} (pid {self.pid})"
+        holder = self.holder if _PLAIN_HOLDER.fullmatch(self.holder) else shown(self.holder)
+        plain = self.pid <= 0 or self.holder == f"pid {self.pid}"  # no pid to add, or the holder is the pid
+        who = holder if plain else f"{holder} (pid {self.pid})"
         return f"claimed by {who}, waiting for it to allocate"
 
 
+# What a holder written by this package looks like ("kernel 4f2c8a1e", "pid 4242"): shown as it is; anything
+# else in a lock file is quoted and escaped by shown() (a terminal escape or a newline must not reach a message).
+_PLAIN_HOLDER = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,39}")
+_RECORD_BYTES = 1024  # a record is ~100 bytes; a longer file is no record of ours
+_HOLDER_CHARS = 64
+NO_RECORD = "another process"  # the holder of a lock whose record cannot be read
+
+
 class Claims:
-    """This process's claims, and a look at everyone else's, in one folder of lock files."""
+    """This process's claims, and a look at everyone else's, in one folder of lock files.
+
+    The folder is checked once, when first needed (private_files.private_folder: the user's own, mode 0700).
+    When it cannot be used, claims are off (``off`` says why): nothing is claimed and nothing is refused, and
+    the caller says so. A lock file that is not a regular file of the user's is never written or waited on:
+    that GPU goes unclaimed (``why_off`` says why), rather than refused."""
 
     def __init__(self, folder: Path | None = None, holder: str | None = None):
         self._folder = folder
         self.holder = holder
-        self._held: dict[str, int] = {}  # key -> the open, locked file descriptor
+        self._held: dict[str, tuple[int, int]] = {}  # key -> (the open, locked file descriptor, the pid that took it)
+        self._checked = False
+        self.off: str | None = None  # why claims are off (the folder cannot be used); None: they work
+        self._unusable: dict[str, str] = {}  # key -> why its lock file was not used, the last time it was looked at
 
     @property
     def folder(self) -> Path:
         if self._folder is None:
             self._folder = runtime_folder() / "tfgpu-claims"
         return self._folder
+
+    def _ready(self, create: bool = True) -> bool:
+        """Whether claims work: the folder is checked (and made) on the first call that may create it."""
+        if not self._checked:
+            if not create and not os.path.lexists(self.folder):
+                return False  # nobody has claimed anything here yet: nothing to look at, nothing decided
+            try:
+                private_folder(self.folder)
+            except PrivateFolderError as err:
+                self.off = f"{err}; set JUPYTER_RUNTIME_DIR to a folder of your own to turn them on"
+            self._checked = True
+        return self.off is None
+
+    def why_off(self, keys: Iterable[str] = ()) -> str | None:
+        """Why claims are off, or off for one of these keys (its lock file was not used); None when they work."""
+        return self.off or next((self._unusable[k] for k in keys if k in self._unusable), None)
 
     def _path(self, key: str) -> Path:
         return self.folder / (re.sub(r"[^A-Za-z0-9._-]", "_", key) + ".lock")
@@ -117,40 +154,65 @@ class Claims:
         return tuple(self._held)
 
     def claim(self, key: str) -> bool:
-        """Take the claim on ``key``; False when another live process holds it (or the folder is unusable)."""
+        """Take the claim on ``key``. False only when another live process holds it; True when taken, and also
+        when it cannot be taken because claims are off (``why_off``): then it is used unclaimed."""
         if key in self._held:
             return True
+        if not self._ready():
+            return True
+        taken = self._take(key)
+        return taken if taken is not None else bool(self._take(key))  # None: released as we looked: once more
+
+    def _take(self, key: str) -> bool | None:
         try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self._path(key), os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
-            return False
+            fd = open_private(self._path(key), os.O_RDWR, create=True)
+        except (PrivateFileError, OSError) as err:
+            self._unusable[key] = _unusable(self._path(key), err)
+            return True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as err:
             os.close(fd)
+            if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):  # no locks here (some network file systems)
+                self._unusable[key] = _unusable(self._path(key), err)
+                return True
             owner = self._read(key)
-            if owner is not None and owner.pid == os.getpid():  # another controller of this process holds it
-                self._held[key] = -1
+            if owner is None:
+                return True if key in self._unusable else None  # replaced by no file of ours, or just released
+            if owner.pid == os.getpid():  # another controller of this process holds it
+                self._held[key] = (-1, os.getpid())
                 return True
             return False
-        record = json.dumps({"pid": os.getpid(), "holder": self.holder or holder_name(), "since": time.time()})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, record.encode(), 0)
-        self._held[key] = fd
+        self._unusable.pop(key, None)
+        holder = (self.holder or holder_name())[:_HOLDER_CHARS]
+        record = json.dumps({"pid": os.getpid(), "holder": holder, "since": time.time()})
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record.encode(), 0)
+        except OSError:  # a full disk: the lock alone is the claim; others see it as "another process"
+            pass
+        self._held[key] = (fd, os.getpid())
         return True
 
     def release(self, keys: Iterable[str] | None = None) -> None:
         for key in list(self._held if keys is None else keys):
-            fd = self._held.pop(key, None)
-            if fd is not None and fd >= 0:
+            fd, taker = self._held.pop(key, (-1, 0))
+            if fd < 0:
+                continue
+            if taker == os.getpid():
                 with contextlib.suppress(OSError):
-                    os.ftruncate(fd, 0)  # an unlocked, empty file is no claim
-                os.close(fd)  # closing drops the flock
+                    os.ftruncate(fd, 0)  # an unlocked, empty file is no claim (emptied while still ours)
+                # Unlock explicitly: a child forked meanwhile (a multiprocessing pool) shares this open file, and
+                # closing our descriptor alone would leave the lock held for as long as the child lives.
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)  # in a forked child: only its copy of the descriptor, the parent's claim stays
 
     def others(self, keys: Iterable[str]) -> dict[str, Claim]:
         """The claims other live processes hold on these keys."""
         found: dict[str, Claim] = {}
+        if not self._ready(create=False):
+            return found
         for key in keys:
             if key in self._held:
                 continue
@@ -160,25 +222,54 @@ class Claims:
         return found
 
     def _read(self, key: str) -> Claim | None:
+        path = self._path(key)
         try:
-            fd = os.open(self._path(key), os.O_RDONLY)
-        except OSError:
+            fd = open_private(path, os.O_RDONLY)
+        except FileNotFoundError:
             return None
+        except (PrivateFileError, OSError) as err:  # not a file of ours: no claim of anyone's, and never waited on
+            self._unusable[key] = _unusable(path, err)
+            return None
+        self._unusable.pop(key, None)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except OSError as err:
                 if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                     return None
-                data = os.pread(fd, 4096, 0)
-                try:
-                    record = json.loads(data)
-                    return Claim(key, int(record["pid"]), str(record["holder"]), float(record["since"]))
-                except (ValueError, KeyError, TypeError):
-                    return Claim(key, 0, "another process", 0.0)
+                return _record(key, os.pread(fd, _RECORD_BYTES + 1, 0))
             return None  # nobody holds it: a leftover of a process that ended
         finally:
             os.close(fd)
+
+
+def _record(key: str, data: bytes) -> Claim:
+    """A held lock file's record, checked: a pid above 0, a short holder text, a finite time; else a claim of
+    "another process" (the lock is held all the same)."""
+    unknown = Claim(key, 0, NO_RECORD, 0.0)
+    if len(data) > _RECORD_BYTES:
+        return unknown
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or 1,000 nested brackets
+        return unknown
+    if not isinstance(record, dict):
+        return unknown
+    pid, holder, since = record.get("pid"), record.get("holder"), record.get("since")
+    if type(pid) is not int or not 0 < pid < 1 << 31:
+        return unknown
+    if not isinstance(holder, str) or not 0 < len(holder) <= _HOLDER_CHARS:
+        holder = f"pid {pid}"
+    if type(since) not in (int, float) or not math.isfinite(since):
+        since = 0.0
+    return Claim(key, pid, holder, float(since))
+
+
+def _unusable(path: Path, err: Exception) -> str:
+    if isinstance(err, PrivateFileError):
+        return str(err)
+    why = os.strerror(err.errno).lower() if isinstance(err, OSError) and err.errno else type(err).__name__
+    return f"{printable(path)} cannot be used as a lock file: {why}"
 
 
 def gpu_key(gpu) -> str:
