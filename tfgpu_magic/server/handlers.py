@@ -4,7 +4,8 @@ Polling, not a websocket: the sidebar asks every few seconds and only while it i
 server's own URL (``base_url`` and any proxy in front of it work as for every other Jupyter API call), and
 each answer is a complete document, so a lost request costs nothing to recover from. Every answer comes from
 the shared feed (feed.GpuFeed), made off the event loop; the metrics are that same answer in Prometheus's
-format.
+format. One more route is no GPU's: the user's consent to a notebook's saved settings (core/consent.py), which
+the sidebar asks before it applies them at a kernel start.
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
+from ..core.consent import ConsentStore
 from ..core.inputs import shown
 from .culler import IdleGpuCuller
 from .feed import Answer, GpuFeed, encode, failure_document
 from .gpus import ParentCache, gpu_document, only_indices, parse_indices
 from .kernels import kernels_of
 from .metrics import renderer
-from .options import TfgpuServer
+from .options import load_options
 
 API_PATH = ("tfgpu", "api")
 AUTH_RESOURCE = "tfgpu"
 MAX_HISTORY_S = 24 * 3600.0
+MAX_CONSENT_BODY = 64 * 1024
 
 
 class _FeedHandler(APIHandler):
@@ -41,7 +44,7 @@ class _FeedHandler(APIHandler):
     # an idle server from being culled by jupyter_server. (A JupyterHub's proxy counts them anyway: README.)
     _track_activity = False
 
-    def initialize(self, feed: GpuFeed) -> None:
+    def initialize(self, feed: GpuFeed, **_: Any) -> None:
         self.feed = feed
 
     async def _answer(self) -> Answer:
@@ -129,6 +132,61 @@ class MetricsHandler(_FeedHandler):
         self.finish(body, set_content_type=content_type)
 
 
+def _consent_body(body: bytes) -> tuple[Any, Any, bool]:
+    """The consent request's path, settings and agree, or ValueError with a one-line ``tfgpu:`` reason."""
+    example = 'e.g. {"path": "train.ipynb", "settings": {"cpus": "2"}, "agree": true}'
+    if len(body) > MAX_CONSENT_BODY:
+        raise ValueError(f"tfgpu: the request body is larger than {MAX_CONSENT_BODY // 1024} KiB")
+    try:
+        document = json.loads(body or b"null")
+    except ValueError:
+        document = None
+    if not isinstance(document, dict):
+        raise ValueError(f"tfgpu: the request body must be a JSON object, {example}")
+    unknown = sorted(set(document) - {"path", "settings", "agree"})
+    if unknown:
+        raise ValueError(f"tfgpu: unknown key {shown(unknown[0])} in the request; valid: path, settings, agree")
+    agree = document.get("agree", False)
+    if not isinstance(agree, bool):
+        raise ValueError(f"tfgpu: agree must be true or false, {example}")
+    return document.get("path"), document.get("settings"), agree
+
+
+class ConsentHandler(APIHandler):
+    """``POST {base_url}tfgpu/api/consent`` with ``{"path": ..., "settings": {...}, "agree": bool}``: whether this
+    user agreed to these saved settings for the notebook at ``path`` (``{"agreed": bool}``); with ``"agree": true``,
+    record that they do first. The sidebar applies a notebook's saved settings at kernel start only when agreed
+    (core/consent.py says why it is kept here, not in the workspace or the notebook)."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, consent: ConsentStore, **_: Any) -> None:
+        self.consent = consent
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            path, settings, agree = _consent_body(self.request.body)
+            # In a worker thread: the store reads (and writes) its files.
+            agreed = await asyncio.to_thread(self._answer, path, settings, agree)
+        except ValueError as exc:  # a bad body, or a ConsentError (a path or settings that cannot be signed)
+            self.set_status(400)
+            self.finish(json.dumps({"message": str(exc), "reason": "bad_request"}))
+            return
+        except OSError as exc:  # the data folder cannot be read or written: not agreed, so the sidebar asks
+            self.log.exception("tfgpu: the consent store failed")
+            self.finish(json.dumps({"agreed": False, "message": f"tfgpu: cannot read or keep the consent: {exc}"}))
+            return
+        self.finish(json.dumps({"agreed": agreed}))
+
+    def _answer(self, path: Any, settings: Any, agree: bool) -> bool:
+        if agree:
+            self.consent.agree(path, settings)
+            return True
+        return self.consent.agreed(path, settings)
+
+
 @functools.cache
 def _server_user() -> str | None:
     """The OS user the server runs as, named as the processes' users are (from the uid, like /proc's owner): not
@@ -146,14 +204,15 @@ def _server_user() -> str | None:
 
 
 # Every handler the extension serves: tests check each one refuses an unauthenticated request.
-HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (("gpus", GpusHandler), ("metrics", MetricsHandler))
+HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
+    ("gpus", GpusHandler), ("metrics", MetricsHandler), ("consent", ConsentHandler))
 
 
 class Extension:
     """What the extension runs in one server: the feed (and its sampler), the culler, the routes."""
 
     def __init__(self, server_app: Any):
-        options = TfgpuServer(parent=server_app)
+        options = load_options(server_app)
         own = options.own()
         show = options.show_other_users
 
@@ -172,14 +231,18 @@ class Extension:
                             other_users="shown" if show else "hidden")
         self.culler = IdleGpuCuller(options.cull_idle_gpu_kernels_after, options.cull_interval, self.feed.answer,
                                     server_app.kernel_manager, server_app.log)
+        # The user's Jupyter data folder, as the server's notary has it (JUPYTER_DATA_DIR first).
+        self.consent = ConsentStore(getattr(server_app, "data_dir", None) or None)
         base_url = server_app.web_app.settings["base_url"]
+        resources = {"feed": self.feed, "consent": self.consent}
         server_app.web_app.add_handlers(".*$", [
-            (url_path_join(base_url, *API_PATH, name), handler, {"feed": self.feed}) for name, handler in HANDLERS
+            (url_path_join(base_url, *API_PATH, name), handler, resources) for name, handler in HANDLERS
         ])
         server_app.web_app.settings["tfgpu_feed"] = self.feed
         server_app.web_app.settings["tfgpu_extension"] = self
-        server_app.log.info("tfgpu: GPU endpoints at %s (gpus, metrics); history every %s s; processes are this "
-                            "user's by %s", url_path_join(base_url, *API_PATH), options.history_interval or "(off)",
+        server_app.log.info("tfgpu: endpoints at %s (gpus, metrics, consent); history every %s s; processes are "
+                            "this user's by %s", url_path_join(base_url, *API_PATH),
+                            options.history_interval or "(off)",
                             "OS user" if own == "user" else "server (kernels and their children)")
 
     def start(self) -> None:
