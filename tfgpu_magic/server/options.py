@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import math
 import os
+from typing import Any
 
-from traitlets import Bool, Enum, Float
-from traitlets.config import Configurable
+from traitlets import Bool, Enum, Float, TraitError, validate
+from traitlets.config import Config, Configurable
 
 from .gpus import OWN_PROCESSES
+
+# Each number option's range: (lowest, highest, whether 0 means off). Finite always: inf stopped the sampler
+# for good, nan made the culler and the staleness test spin or flip, 1e-6 s sampling spun a core, and 1e300 s of
+# history stopped the extension from loading.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "snapshot_max_age": (0.0, 60.0, False),
+    "stale_after": (0.05, 600.0, False),
+    "history_interval": (0.5, 3600.0, True),
+    "history_seconds": (10.0, 86400.0, False),
+    "cull_idle_gpu_kernels_after": (1.0, 30 * 86400.0, True),
+    "cull_interval": (0.5, 3600.0, False),
+}
+
+
+def _range_words(name: str) -> str:
+    low, high, off = RANGES[name]
+    return f"{'0 (off) or ' if off else ''}{low:g} to {high:g} seconds"
 
 
 class TfgpuServer(Configurable):
@@ -27,48 +46,69 @@ class TfgpuServer(Configurable):
 
     snapshot_max_age = Float(
         0.5,
-        min=0.0,
         help="Seconds one answer (NVML reading, kernels, sessions) serves every request: many open sidebars and "
-        "scrapers cost one reading. 0: every request reads.",
+        "scrapers cost one reading. 0: every request reads. From 0 to 60.",
     ).tag(config=True)
 
     stale_after = Float(
         5.0,
-        min=0.05,
         help="Seconds a request waits for an NVML reading (a slow or hung driver) before it is answered at once "
-        "with the last figures, marked with their age and the reason.",
+        "with the last figures, marked with their age and the reason. From 0.05 to 600.",
     ).tag(config=True)
 
     history_interval = Float(
         2.0,
-        min=0.0,
         help="Seconds between the server's own samples of every GPU's memory and utilization, kept for "
-        "`tfgpu/api/gpus?history=SECONDS` and the sidebar's charts whether or not a sidebar is open. 0: no sampling.",
+        "`tfgpu/api/gpus?history=SECONDS` and the sidebar's charts whether or not a sidebar is open. 0: no sampling; "
+        "else from 0.5 to 3600.",
     ).tag(config=True)
 
     history_seconds = Float(
         3600.0,
-        min=10.0,
-        help="Seconds of GPU history the server keeps (a ring: older samples are dropped).",
+        help="Seconds of GPU history the server keeps (a ring: older samples are dropped). From 10 to 86400 (a day).",
     ).tag(config=True)
 
     cull_idle_gpu_kernels_after = Float(
         0.0,
-        min=0.0,
         help="Shut down kernels that hold GPU memory and have been idle this many seconds (connected or not), "
-        "logging each with its notebook and the memory freed. 0: never. Busy kernels and kernels holding no GPU "
-        "memory are never touched; jupyter_server's own MappingKernelManager.cull_idle_timeout still applies to "
-        "every kernel.",
+        "logging each with its notebook and the memory freed. 0: never; else from 1 to 2592000 (30 days). Busy "
+        "kernels and kernels holding no GPU memory are never touched; jupyter_server's own "
+        "MappingKernelManager.cull_idle_timeout still applies to every kernel.",
     ).tag(config=True)
 
     cull_interval = Float(
         60.0,
-        min=0.1,
-        help="Seconds between two looks of the GPU-aware culler (cull_idle_gpu_kernels_after).",
+        help="Seconds between two looks of the GPU-aware culler (cull_idle_gpu_kernels_after). From 0.5 to 3600.",
     ).tag(config=True)
+
+    @validate(*RANGES)
+    def _in_range(self, proposal: dict[str, Any]) -> float:
+        name = proposal["trait"].name
+        value = proposal["value"]
+        low, high, off = RANGES[name]
+        if math.isfinite(value) and (low <= value <= high or (off and value == 0)):
+            return value
+        raise TraitError(f"tfgpu: TfgpuServer.{name} = {value!r} is out of range: expected {_range_words(name)}")
 
     def own(self) -> str:
         """'user' or 'server', 'auto' resolved."""
         if self.own_processes != "auto":
             return self.own_processes
         return "server" if os.environ.get("JUPYTERHUB_USER") else "user"
+
+
+def load_options(server_app: Any) -> TfgpuServer:
+    """The options as configured, where a value out of its range is logged in one line that names the option and
+    the range, and its default used: one typo in jupyter_server_config.py must not leave every tfgpu URL a 404."""
+    section = server_app.config.get("TfgpuServer", {}) if server_app.config is not None else {}
+    kept = Config()
+    for name, value in section.items():
+        try:
+            TfgpuServer(config=Config({"TfgpuServer": {name: value}}))
+        except TraitError as err:  # ours say "tfgpu: TfgpuServer.<name> = ..."; traitlets' own (not a number) not
+            line = str(err) if str(err).startswith("tfgpu:") else f"tfgpu: TfgpuServer.{name}: {err}"
+            server_app.log.error("%s; using the default, %s", line.rstrip("."),
+                                 TfgpuServer.class_traits()[name].default_value)
+            continue
+        kept.TfgpuServer[name] = value
+    return TfgpuServer(config=kept)
