@@ -94,3 +94,55 @@ def test_the_wait_loop_times_out_reports_progress_and_stops_on_ctrl_c():
 
     with pytest.raises(PlanError, match=r"interrupted after 0 s; nothing changed$"):
         wait_until(lambda: (None, "a"), 60, "`x`", clock=clock, sleep=interrupted)
+
+
+# -- a --min-free no GPU could ever meet -------------------------------------------------------------------------
+def _three_gpu_controller(tmp_path, start: dict | None = None):
+    import gpu_fakes
+
+    from tfgpu_magic.core.assignment import Assignment
+    from tfgpu_magic.core.control import Controller
+    from tfgpu_magic.core.runtime import Probe, TFState
+
+    ctl = Controller(environ={}, nvml_snapshot=gpu_fakes.three_gpus, prober=lambda: Probe(TFState.NOT_IMPORTED),
+                     hooks_import=False, assignment=Assignment.from_environ(start or {}))
+    ctl.claims = Claims(tmp_path / "claims")
+    return ctl
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("visible auto --min-free 15TiB --wait 7d", "more than any of this machine's GPUs has in all (the largest, GPU 2, "
+                                                "has 80GiB)"),
+    ("visible auto:2 --min-free 50GB --wait 1h", "more than 2 of this machine's GPUs have in all"),
+    ("visible 0 --min-free 41GiB --wait 10m", "more than any of the GPUs named has in all (the largest, GPU 0"),
+    ("visible auto --min-free 90GiB", "more than any of this machine's GPUs"),
+])
+def test_a_min_free_no_gpu_could_ever_meet_is_refused_by_check_and_at_once(tmp_path, line, said):
+    """Check & save refused nothing here, and each kernel start then waited up to the whole --wait."""
+    import time
+
+    from tfgpu_magic.core import saved
+    from tfgpu_magic.core.changes import parse_change
+
+    ctl = _three_gpu_controller(tmp_path)
+    errors = saved.check({"settings": {"visible": line.removeprefix("visible ")}}, ctl)
+    assert set(errors) == {"visible"} and said in errors["visible"] and "lower --min-free" in errors["visible"], errors
+    assert errors["visible"].startswith("tfgpu: `%tfgpu visible ") and "\n" not in errors["visible"]
+    started = time.monotonic()
+    with pytest.raises(PlanError) as err:
+        ctl.change(parse_change(line))
+    assert time.monotonic() - started < 1 and str(err.value) == errors["visible"]
+    assert ctl.plan.visible is None and not ctl.claims.held()
+
+
+def test_a_min_free_a_gpu_could_meet_later_is_accepted(tmp_path):
+    from tfgpu_magic.core import saved
+
+    ctl = _three_gpu_controller(tmp_path)
+    # 30 GiB: none has it free now (the wait's business), but GPU 0 (40 GiB) and GPU 2 (80 GiB) could.
+    assert saved.check({"settings": {"visible": "auto --min-free 30GiB --wait 7d"}}, ctl) == {}
+    assert saved.check({"settings": {"visible": "auto:2 --min-free 40GiB --wait 1h"}}, ctl) == {}
+    # Given GPUs 0 and 1 by the scheduler, 50 GiB is out of reach although GPU 2 has 80.
+    given = _three_gpu_controller(tmp_path, {"CUDA_VISIBLE_DEVICES": "0,1"})
+    (message,) = saved.check({"settings": {"visible": "auto --min-free 50GiB --wait 1h"}}, given).values()
+    assert "any of this kernel's GPUs" in message and "GPU 0, has 40GiB" in message, message

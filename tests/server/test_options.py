@@ -70,10 +70,10 @@ async def test_a_server_configured_out_of_range_serves_with_the_defaults(jp_serv
 
 
 def test_each_value_out_of_range_is_one_log_line_and_the_rest_is_kept():
-    app = SimpleNamespace(config=Config({"TfgpuServer": {"history_interval": math.inf, "cull_interval": DeferredConfigString("nan"),
-                                                         "history_seconds": 120.0, "show_other_users": False,
-                                                         "stale_after": DeferredConfigString("soon")}}),
-                          log=logging.getLogger("test_options"))
+    # As the command line gives them (--TfgpuServer.cull_interval=nan): text that traitlets reads.
+    section = {"history_interval": math.inf, "cull_interval": DeferredConfigString("nan"), "history_seconds": 120.0,
+               "show_other_users": False, "stale_after": DeferredConfigString("soon")}
+    app = SimpleNamespace(config=Config({"TfgpuServer": section}), log=logging.getLogger("test_options"))
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())

@@ -261,6 +261,7 @@ class Controller:
             if given.error is not None:
                 raise PlanError(f"`{change.command}` refused: {given.error}")
             self._check_given(change, VisibleSpec(indices=spec.indices), given)
+            _check_reachable(change, spec, snap, given)
             taken = live_claims(claims, snap)
             units = _candidates(snap, given, spec.indices, mig=spec.auto == 1)
             for unit in units:
@@ -703,6 +704,25 @@ def _needs_inventory(change: Change) -> bool:
     return change.setting == "visible" or change.gpu != ALL or sized
 
 
+def _check_reachable(change: Change, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot, given: Given) -> None:
+    """Refuse a ``--min-free`` that no moment could meet: fewer GPUs than wanted have that much memory in all
+    (a MIG device has no more than its parent), so waiting would only wait its whole time."""
+    floor = spec.min_free_mib
+    if floor is None:
+        return
+    named = set(spec.indices)
+    gpus = [g for g in snap.gpus if isinstance(g.memory_total_mib, int) and given.allows(g.index)
+            and (not named or g.index in named)]
+    want = spec.auto if spec.auto is not None else len(named)
+    if sum(g.memory_total_mib >= floor for g in gpus) >= want or not gpus:
+        return
+    largest = max(gpus, key=lambda g: (g.memory_total_mib, -g.index))
+    scope = "the GPUs named" if named else "this kernel's GPUs" if given.restricted else "this machine's GPUs"
+    raise PlanError(f"`{change.command}` can never be met: --min-free {format_mib(floor)} is more than "
+                    f"{'any' if want == 1 else want} of {scope} {'has' if want == 1 else 'have'} in all (the largest, "
+                    f"GPU {largest.index}, has {format_mib(largest.memory_total_mib)}); lower --min-free")
+
+
 class Rehearsal(Controller):
     """A controller that applies nothing: it runs the rules of a kernel start that do not depend on the moment
     (conflicts such as growth with a limit on one GPU, a limit on a GPU that `visible` hides, GPU indices and
@@ -713,6 +733,15 @@ class Rehearsal(Controller):
     def __init__(self, environ, nvml_snapshot: nvml_module.NvmlSnapshot, assignment: Assignment | None = None):
         super().__init__(environ=dict(environ), nvml_snapshot=lambda: nvml_snapshot,
                          prober=lambda: Probe(TFState.NOT_IMPORTED), hooks_import=False, assignment=assignment)
+
+    def _change(self, change: Change) -> Outcome:
+        value = change.value
+        if change.setting == "visible" and isinstance(value, VisibleSpec) and value.min_free_mib is not None:
+            snap = self.nvml()
+            given = self.given(snap)
+            if snap.available and snap.error is None and given.error is None:
+                _check_reachable(change, value, snap, given)  # a saved 15TiB --wait 7d would hold every start
+        return super()._change(change)
 
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:
