@@ -85,6 +85,9 @@ def apply(document: Any, shell: Any = None) -> Result:
         magics.live.refresh()
         return Result(ok=False, message=next(iter(errors.values())), outcomes=[], placement=None)
     changes, placement = list(parsed.changes), parsed.placement
+    # A saved `--wait` waits before the first cell: each progress line goes out as one line of this (silent)
+    # request's stdout, which the sidebar shows with a Cancel (an interrupt: the wait then changes nothing).
+    magics.controller.on_progress = lambda line: print(line, flush=True)
     try:
         outcomes = magics.controller.change_all(changes)
     except ValueError as err:  # PlanError: refused for the moment (too late), RefusedError among them
@@ -93,6 +96,8 @@ def apply(document: Any, shell: Any = None) -> Result:
         applied = getattr(err, "applied", ())
         return Result(ok=False, message=str(err), placement=None, outcomes=_outcome_rows(applied),
                       not_applied=[c.setting for c in changes[len(applied):]])
+    finally:
+        magics.controller.on_progress = None
     if any(o.status is Status.PENDING for o in outcomes):  # the import's cell then says what became of them
         magics.controller.on_import_report = lambda line: None if magics.quiet else print(line)
     if placement is not None and magics.placement is not None:
