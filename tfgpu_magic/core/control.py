@@ -134,7 +134,8 @@ class Controller:
                 outcome = self._change(change)
         except RefusedError as err:
             self._release(claimed)
-            self.refused[change.setting] = Refusal(change.setting, change.asked, str(err))
+            with self._lock:  # the sidebar's requests read it from another thread (a kernel subshell)
+                self.refused[change.setting] = Refusal(change.setting, change.asked, str(err))
             self._tell_listeners()
             raise
         except BaseException:
@@ -142,15 +143,17 @@ class Controller:
             raise
         if change.setting == "visible" and self.claims is not None:  # the new choice replaces an older one
             self._release(tuple(k for k in self.claims.held() if k not in claimed))
-        if self.refused.pop(change.setting, None) is not None:  # asked again and accepted: nothing to restart for
+        with self._lock:
+            was_refused = self.refused.pop(change.setting, None) is not None
+            if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
+                chose = f"auto chose {_chosen_words(self.plan.visible)}"
+                outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
+            off = self.claims.why_off(claimed) if chooses and self.claims is not None else None
+            if off:  # chosen all the same: say that another kernel may choose the same GPU meanwhile
+                outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(
+                    outcome.detail, f"GPU claims are off: {off}; two kernels choosing at once may take the same GPU"))
+        if was_refused:  # asked again and accepted: nothing to restart for
             self._tell_listeners()
-        if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
-            chose = f"auto chose {_chosen_words(self.plan.visible)}"
-            outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
-        off = self.claims.why_off(claimed) if chooses and self.claims is not None else None
-        if off:  # chosen all the same: say that another kernel may choose the same GPU meanwhile
-            outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(
-                outcome.detail, f"GPU claims are off: {off}; two kernels choosing at once may take the same GPU"))
         return outcome
 
     def _change(self, change: Change) -> Outcome:
@@ -221,8 +224,9 @@ class Controller:
                 outcomes.append(self.change(change))
         except PlanError as err:
             if self.probe().state < TFState.IMPORTED:
-                self.plan, self.outcomes = saved_plan, saved_outcomes
-                self.restore_env(saved_env)
+                with self._lock:
+                    self.plan, self.outcomes = saved_plan, saved_outcomes
+                    self.restore_env(saved_env)
                 if saved_plan.is_empty():
                     self.unhook()
             else:
@@ -577,6 +581,19 @@ class Controller:
             self._hooked = False
 
     # -- views -------------------------------------------------------------------------------------
+    def refusals(self) -> list[Refusal]:
+        """The settings refused for the moment, as one consistent read (any thread)."""
+        with self._lock:
+            return list(self.refused.values())
+
+    def rehearsal(self, nvml: nvml_module.NvmlSnapshot | None = None) -> Rehearsal:
+        """A Rehearsal of a kernel start in this controller's environment, copied in one consistent read: the
+        sidebar asks from a kernel subshell while a cell may be changing settings. NVML is read first, never
+        under the lock (a hung driver would hold every setting)."""
+        snap = nvml if nvml is not None else self.nvml()
+        with self._lock:
+            return Rehearsal(dict(self.environ), snap, getattr(self, "assignment", None))
+
     def settings(self) -> list[dict]:
         """One row per asked setting: what was asked and what happened to it."""
         rows = []

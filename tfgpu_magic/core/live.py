@@ -271,7 +271,7 @@ class LiveModel:
                                                       "logical_devices", "no_gpu")},
             "settings": data["settings"], "notes": data["notes"], "numbering": data["numbering"],
         }
-        refused = [r.to_dict() for r in self.controller.refused.values()]
+        refused = [r.to_dict() for r in self.controller.refusals()]
         with self._lock:
             placement = ((self._state.get("placement") or {}).get("status") or {}).get("mode")
         kernel["refused"] = refused

@@ -144,11 +144,10 @@ def _duplicates(changes: list) -> dict[str, str]:
 
 def rehearse(changes, controller: Any = None, nvml: Any = None) -> dict[str, str]:
     """``{setting: message}`` for the first change the controller's rules refuse, applying nothing."""
-    from .control import Rehearsal, default_controller
+    from .control import default_controller
     from .plan import PlanError
 
-    source = controller if controller is not None else default_controller()
-    trial = Rehearsal(source.environ, nvml if nvml is not None else source.nvml(), getattr(source, "assignment", None))
+    trial = (controller if controller is not None else default_controller()).rehearsal(nvml)
     for change in changes:
         try:
             trial.change(change)

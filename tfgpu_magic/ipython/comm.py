@@ -79,15 +79,16 @@ class SidebarChannel:
         if self._manager is not None:
             self._manager.unregister_target(TARGET, self._opened)
             self._manager = None
-        if self._listening:
+        with self._lock:
+            listening, self._listening = self._listening, False
+        if listening:
             self.magics.controller.unlisten(self.refused_changed)
-            self._listening = False
 
     def _opened(self, comm: Any, open_msg: dict) -> None:
-        if not self._listening:  # from the first comm on: no sidebar can be paused before (%load_ext stays cheap)
-            self.magics.controller.listen(self.refused_changed)
-            self._listening = True
         with self._lock:
+            if not self._listening:  # from the first comm on: no sidebar can be paused before (%load_ext stays cheap)
+                self.magics.controller.listen(self.refused_changed)
+                self._listening = True
             self._open[comm.comm_id] = (comm, None)
         comm.on_close(lambda msg: self._closed(comm.comm_id))
         comm.on_msg(lambda msg: self._message(comm, msg))
@@ -127,7 +128,14 @@ class SidebarChannel:
     def _message(self, comm: Any, msg: dict) -> None:
         """The frontend's requests: ``state`` (every section again), ``pause`` (the sidebar is hidden: stop
         sending, and sampling if nobody else looks), ``resume``, and ``validate`` (saved settings, checked by
-        the magics' own parsers, applying nothing)."""
+        the magics' own parsers, applying nothing).
+
+        With ipykernel 7 and JupyterLab 4.6 these run on a kernel subshell's thread, beside a running cell
+        (``import tensorflow``, a ``%tfgpu`` change, the start-up apply): each answer reads what it needs in one
+        consistent read (the live model's and the controller's locks), and none starts, imports or configures
+        TensorFlow: ``state`` is what the live model publishes (its sampler only reads device lists, as its
+        refresher thread does, once the runtime is up), ``validate`` rehearses on a copy of the controller's
+        state."""
         data = (msg.get("content") or {}).get("data")
         data = {} if data is None else data
         if not isinstance(data, dict):  # a list, a string, a number: answered, never a traceback on stderr
