@@ -24,6 +24,13 @@ const RETRY_AFTER_CELL: ReadonlySet<LinkStatus> = new Set<LinkStatus>(['not-load
 export class LinkClosedError extends Error {}
 
 /**
+ * How long a `validate` waits for its answer before it is sent again (same id: the first answer counts). With
+ * ipykernel 7 and JupyterLab 4.6 comm messages run on a kernel subshell beside the cell, so an answer is quick;
+ * one can still be lost (a kernel that had not yet handled the comm's opening drops the message).
+ */
+const RESEND_MS = 5000;
+
+/**
  * The kernel comm of one notebook: opens `tfgpu` with a subscribe request, merges the kernel's `state`
  * and `changes` messages, and opens it again when the kernel changes, restarts, or after a cell ran while
  * the extension was not loaded. While the sidebar is hidden it stays open, paused (the kernel samples
@@ -81,7 +88,10 @@ export class NotebookLink {
       return;
     }
     this._paused = paused;
-    this._send(paused ? COMM_PAUSE : COMM_RESUME);
+    if (this._opened) {
+      this._send(paused ? COMM_PAUSE : COMM_RESUME);
+    }
+    // Not opened yet: the first message sends the pause then (see `open`).
   }
 
   /**
@@ -94,11 +104,17 @@ export class NotebookLink {
       return Promise.reject(new LinkClosedError('the kernel comm is not connected'));
     }
     const id = ++this._lastId;
+    const request = { request: 'validate', id, settings };
     return new Promise<Validated>((resolve, reject) => {
-      this._pending.set(id, { resolve, reject });
-      if (!this._send({ request: 'validate', id, settings })) {
+      const resend = setInterval(() => this._send(request), RESEND_MS);
+      const settle = () => clearInterval(resend);
+      this._pending.set(id, {
+        resolve: v => (settle(), resolve(v)),
+        reject: e => (settle(), reject(e))
+      });
+      if (!this._send(request)) {
+        this._pending.get(id)?.reject(new LinkClosedError('the kernel comm is not connected'));
         this._pending.delete(id);
-        reject(new LinkClosedError('the kernel comm is not connected'));
       }
     });
   }
@@ -153,11 +169,20 @@ export class NotebookLink {
     }
     let received = false;
     this._comm = comm;
+    this._opened = false;
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
       if (this._comm !== comm) {
         return;
       }
       received = true;
+      if (!this._opened) {
+        // The kernel has handled the opening: from now on it hears what is sent. A request sent before (the
+        // main shell busy with a cell, the comm's messages on a subshell) could be dropped: the pause goes now.
+        this._opened = true;
+        if (this._paused) {
+          this._send(COMM_PAUSE);
+        }
+      }
       const data = msg.content.data;
       const validated = parseValidated(data);
       if (validated) {
@@ -194,9 +219,6 @@ export class NotebookLink {
     try {
       // Canceled (the future rejects) when the kernel restarts before it is handled: nothing to do then.
       comm.open(COMM_OPEN_DATA).done.catch(() => undefined);
-      if (this._paused) {
-        this._send(COMM_PAUSE);
-      }
     } catch (error) {
       console.warn('tfgpu_magic: cannot open the kernel comm', error);
       this._comm = null;
@@ -327,6 +349,8 @@ export class NotebookLink {
   private _status: LinkStatus = 'connecting';
   private _isDisposed = false;
   private _paused = false;
+  /** The kernel sent its first message on the current comm: it has handled the opening. */
+  private _opened = false;
   private _lastId = 0;
   private _pending = new Map<number, { resolve(v: Validated): void; reject(e: Error): void }>();
   private _changed = new Signal<this, void>(this);
