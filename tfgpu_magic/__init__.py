@@ -39,12 +39,14 @@ def unload_ipython_extension(ipython):
     unload_extension(ipython)
 
 
-def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None, gpu=None):
+def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None, gpu=None,
+              min_free=None, wait=None):
     """The configuring magics as one call: ``configure(cpus=3, growth=True, limit="2GB")``.
 
     Values take the magics' forms (``visible="1,3"`` or ``[1, 3]``, ``limit="40%"`` or MiB as an
-    int, ``virtual="2x2GB"``, ``"off"``). Returns one Outcome per setting given; a bad value raises
-    ``ValueError`` (a ``PlanError``) before anything changes."""
+    int, ``virtual="2x2GB"``, ``"off"``); the magics' options are keywords too: ``gpu`` (``--gpu``),
+    ``min_free`` and ``wait`` (``visible="auto", min_free="20GB", wait="10m"``). Returns one Outcome per
+    setting given; a bad value raises ``ValueError`` (a ``PlanError``) before anything changes."""
     from .core.importguard import apart_from_tensorflow_import, first_run_over
 
     with apart_from_tensorflow_import("configure"):
@@ -52,7 +54,7 @@ def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None,
 
         try:
             return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, cpumem=cpumem,
-                              gpu=gpu)
+                              gpu=gpu, min_free=min_free, wait=wait)
         finally:
             first_run_over("configure")
 
