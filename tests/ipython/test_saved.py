@@ -166,7 +166,8 @@ kernel = m.live.state()["kernel"]
 print(json.dumps({"refused": kernel["refused"], "wanted": kernel["wanted"]}))
 from tfgpu_magic import Panel
 p = Panel()
-print(json.dumps({"shown": p._restart.layout.display, "text": p.restart_and_apply()}))
+print(json.dumps({"shown": p._restart.layout.display, "text": p.restart_and_apply(),
+                  "html": p._html["message"].value}))
 magic("cpus 2")  # the value in force again: nothing to restart for
 print(json.dumps(m.live.state()["kernel"]["refused"]))
 p.close()
@@ -176,10 +177,18 @@ p.close()
     assert first["refused"][0]["message"].startswith("tfgpu: `%tfgpu cpus 3` is too late")
     assert first["wanted"] == {"cpus": "3", "placement": "on"}
     assert panel["shown"] == ""
-    assert panel["text"] == ("tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the "
-                             "kernel (Kernel > Restart Kernel), then run first: %load_ext tfgpu_magic; "
-                             "%tfgpu cpus 3; %tfgpu placement on")
+    # The code to paste one line a line, exactly as typed: joined by "; " it failed (`%load_ext` took the rest).
+    said, _, code = panel["text"].partition("\n")
+    assert said == ("tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the kernel "
+                    "(Kernel > Restart Kernel), then run this cell first:")
+    assert code == "%load_ext tfgpu_magic\n%tfgpu cpus 3\n%tfgpu placement on"
+    assert panel["html"].count("<pre") == 1 and f">{code}</pre>" in panel["html"]
     assert after == []
+    pasted = run_tf(__import__("harness").SHELL_PRELUDE.replace('ip.run_line_magic("load_ext", "tfgpu_magic")', "")
+                    + f"r = ip.run_cell({code!r})\nassert r.success, r.error_in_exec\n"
+                      "from tfgpu_magic.ipython.context import LOADED\n"
+                      "print(LOADED[id(ip)].controller.settings())")
+    assert "'setting': 'cpus', 'asked': '3'" in pasted.stdout, pasted.stdout
 
 
 # -- in a real kernel, as the sidebar does it ------------------------------------------------------------------

@@ -275,9 +275,10 @@ class Panel(widgets.VBox):
             text = ("tfgpu: asked JupyterLab to restart the kernel and apply the settings: confirm in its dialog "
                     "(this kernel's variables are lost)")
         else:
-            cell = first_cell({"settings": wanted}).replace("\n", "; ")
+            # One line a line, as they must be typed: joined with "; " the cell was one line, which fails
+            # (`%load_ext` takes the rest of its line as the module's name).
             text = (f"tfgpu: no GPUs sidebar is listening to this kernel; do it in two steps: restart the kernel "
-                    f"(Kernel > Restart Kernel), then run first: {cell}")
+                    f"(Kernel > Restart Kernel), then run this cell first:\n{first_cell({'settings': wanted})}")
         self._say(text)
         return text
 

@@ -16,6 +16,7 @@ from .text import memoryfigure, placement_sentences, sentence, text_table
 from .views import (
     ALERT,
     FONT,
+    MONO,
     TEXT,
     Markup,
     alert,
@@ -528,11 +529,16 @@ def in_force_html(state: str, level: str) -> str:
 
 # -- messages ------------------------------------------------------------------------------------------
 def message_html(text: str, refused: bool) -> str:
+    """The panel's message line; lines after the first are code to paste, shown one line per line as typed."""
     if not text:
         return ""
+    first, _, code = text.partition("\n")
+    block = (f"<pre style=\"font-family:{MONO};color:{TEXT};margin:4px 0 0;white-space:pre;user-select:all\">"
+             f"{esc(code)}</pre>") if code else ""
     if refused:
-        return f"<div style=\"color:{ALERT};font-weight:600;font-family:{FONT}\">&#9888;&nbsp;{esc(text)}</div>"
-    return f"<div style=\"font-family:{FONT};color:{TEXT}\">{esc(text)}</div>"
+        return (f"<div style=\"color:{ALERT};font-weight:600;font-family:{FONT}\">&#9888;&nbsp;{esc(first)}"
+                f"{block}</div>")
+    return f"<div style=\"font-family:{FONT};color:{TEXT}\">{esc(first)}{block}</div>"
 
 
 def error_html(error: dict | None) -> str:

@@ -52,6 +52,7 @@ RULE = "var(--jp-border-color2, #e0e0e0)"
 HEAD_RULE = "var(--jp-border-color1, #bdbdbd)"
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
 FONT_SIZE = "var(--jp-ui-font-size1, 13px)"
+MONO = "var(--jp-code-font-family, ui-monospace, 'SFMono-Regular', Menlo, Consolas, monospace)"
 
 _BOX = (f"font-family:{FONT};font-size:{FONT_SIZE};color:{TEXT};line-height:1.45;text-align:left;"
         "max-width:100%;overflow-x:auto")
