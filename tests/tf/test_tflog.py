@@ -56,23 +56,42 @@ def test_block_folds_information_and_shows_warnings_escaped():
     assert "oneDNN" in block.to_text() and "folded" not in block.to_text()
 
 
-def test_the_python_logger_is_kept_during_a_cell_only(capsys):
+def _tensorflows_record(logger, message: str, root: str) -> logging.LogRecord:
+    """A record as TensorFlow's own code logs it: its caller lies in TensorFlow's package."""
+    return logger.makeRecord("tensorflow", logging.WARNING, f"{root}python/util/deprecation.py", 1, message, (), None)
+
+
+def test_tensorflows_own_records_of_a_cell_are_kept_and_every_handler_of_the_user_gets_every_record(
+        capsys, monkeypatch, tmp_path):
+    from tfgpu_magic.core import tflog
+
+    root = str(tmp_path / "site-packages" / "tensorflow") + "/"
+    monkeypatch.setattr(tflog, "_package_roots", lambda: (root,))
     log = TfLog()
-    log.watch_python_logger()
     logger = logging.getLogger("tensorflow")
-    handler = logging.StreamHandler()  # like TensorFlow's own, which writes to stderr
-    logger.addHandler(handler)
+    tensorflows = logging.StreamHandler()  # as tf.get_logger() makes it: stderr, logging's basic format
+    tensorflows.setFormatter(logging.Formatter(logging.BASIC_FORMAT, None))
+    seen: list[str] = []
+    users = logging.Handler()  # a notebook's own handler on tf.get_logger()
+    users.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(tensorflows)
+    logger.addHandler(users)
+    log.watch_python_logger()
     try:
         log.begin(7)
-        logger.warning("inside %s", "the cell")
+        logger.handle(_tensorflows_record(logger, "inside the cell", root))
+        logger.warning("the user's own %s", "line")  # logged by the notebook's code: its own, never folded
         block = log.end()
-        logger.warning("outside any cell")
+        logger.handle(_tensorflows_record(logger, "outside any cell", root))
     finally:
-        logger.removeHandler(handler)
         log.unwatch_python_logger()
+        logger.removeHandler(tensorflows)
+        logger.removeHandler(users)
+    assert not tensorflows.filters
     assert [line.text for line in block.lines] == ["WARNING:tensorflow:inside the cell"]
     err = capsys.readouterr().err
-    assert "inside the cell" not in err and "outside any cell" in err
+    assert "inside the cell" not in err and "outside any cell" in err and "the user's own line" in err
+    assert seen == ["inside the cell", "the user's own line", "outside any cell"]
     assert "WARNING:tensorflow:inside the cell" in log.text_of_recent()
 
 
@@ -97,11 +116,17 @@ def test_in_a_kernel_tensorflows_log_is_one_block_and_the_users_lines_pass():
         "%tfgpu cpus 2",  # 1
         "import tensorflow as tf",  # 2
         "import os\nprint('before')\nos.write(2, b'own line 1\\n')\nos.write(2, b'own line 2\\n')\nprint('after')",
-        "tf.get_logger().warning('careful: %s', '<b>x</b>')",  # 4
+        "from tensorflow.python.util import deprecation\n"  # 4: TensorFlow's own warning, from its package
+        "_ = deprecation.deprecated(None, 'careful: <b>x</b>')(lambda: 1)()",
         "%tfgpu log",  # 5
         "%tfgpu log raw",  # 6
         "tf.get_logger().warning('raw again')",  # 7
         "%tfgpu log bogus",  # 8
+        "%tfgpu log quiet",  # 9
+        # 10: a notebook's own handler on tf.get_logger() gets TensorFlow's records and the notebook's own
+        "import logging\nseen = []\nh = logging.Handler()\nh.emit = lambda r: seen.append(r.getMessage())"
+        "\ntf.get_logger().addHandler(h)\ndeprecation.deprecated(None, 'again')(lambda: 2)()\n"
+        "tf.get_logger().warning('mine: %s', 42)\nprint(seen)",
     ], env_extra={"TF_CPP_MIN_LOG_LEVEL": "0"})
     imported = cells[2]
     assert "absl::InitializeLog" not in imported["stderr"] + imported["stdout"], imported
@@ -115,7 +140,13 @@ def test_in_a_kernel_tensorflows_log_is_one_block_and_the_users_lines_pass():
     assert "[warning]" in warned["plain"][0] and "careful: <b>x</b>" in warned["plain"][0]
     assert "&lt;b&gt;x&lt;/b&gt;" in warned["html"][0]
     full = cells[5]["stdout"]
-    assert "cpu_feature_guard.cc" in full and "WARNING:tensorflow:careful" in full  # absl's notice: 2.16 on
+    assert "cpu_feature_guard.cc" in full and "WARNING:tensorflow:From " in full and "careful: <b>x</b>" in full
     assert cells[7]["plain"] == [], cells[7]  # raw: TensorFlow's own handling, no block
     assert cells[8]["stderr"].startswith("UsageError: tfgpu: bad log setting 'bogus'")
+    own = cells[10]
+    seen = own["stdout"].strip().splitlines()[-1]
+    assert "is deprecated" in seen and "again" in seen and "'mine: 42'" in seen, own  # the handler got both
+    assert "mine: 42" in own["stderr"] + own["stdout"].replace(seen, ""), own  # printed as TensorFlow prints it
+    (folded,) = [p for p in own["plain"] if p.startswith("TensorFlow log, cell")]
+    assert "again" in folded and "mine" not in folded, folded
 

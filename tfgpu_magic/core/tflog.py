@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -145,6 +147,7 @@ class TfLog:
 
     # -- one cell --------------------------------------------------------------------------------------
     def begin(self, cell: int | None) -> None:
+        self._attach()
         with self._lock:
             self._current = LogBlock(cell, show_all=self.mode == "all")
             self._previous = None
@@ -189,16 +192,28 @@ class TfLog:
 
     # -- TensorFlow's Python logger ----------------------------------------------------------------------
     def watch_python_logger(self) -> None:
-        """Keep the `tensorflow` logger's records of a cell out of the cell's stderr and in its block.
-        A filter on the logger itself: TensorFlow's own handler (and any the user added) never sees them."""
+        """Keep TensorFlow's own records of a cell out of the cell's stderr and in its block. A filter on
+        TensorFlow's own handler only (the one `tf.get_logger()` adds, which prints them), never on the logger:
+        a handler the user adds to `tf.get_logger()`, or the root logger's, gets every record as it would
+        without the extension, and a record the user's own code logs there is printed as TensorFlow would."""
         if self._filter is None:
             self._filter = _LoggerFilter(self)
-            logging.getLogger("tensorflow").addFilter(self._filter)
+        self._attach()
 
     def unwatch_python_logger(self) -> None:
         if self._filter is not None:
-            logging.getLogger("tensorflow").removeFilter(self._filter)
+            for handler in logging.getLogger("tensorflow").handlers:
+                handler.removeFilter(self._filter)
             self._filter = None
+
+    def _attach(self) -> None:
+        """TensorFlow adds its handler when it first logs (during its import, or later): looked for at each
+        cell's start, so the filter is on it from the first cell after."""
+        if self._filter is None:
+            return
+        handler = tensorflows_handler()
+        if handler is not None and self._filter not in handler.filters:
+            handler.addFilter(self._filter)
 
     def text_of_recent(self, cells: int | None = None) -> str:
         blocks = list(self.recent)[-cells:] if cells else list(self.recent)
@@ -218,4 +233,35 @@ class _LoggerFilter(logging.Filter):
         self.log = log
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not self.log.take_record(record)
+        return not (from_tensorflow(record) and self.log.take_record(record))
+
+
+def tensorflows_handler() -> logging.Handler | None:
+    """The handler `tf.get_logger()` put on the `tensorflow` logger (a StreamHandler with logging's basic format,
+    added only where the root logger had no handler); None before TensorFlow logged, or where it added none."""
+    for handler in logging.getLogger("tensorflow").handlers:
+        formatter = handler.formatter
+        if (type(handler) is logging.StreamHandler and formatter is not None
+                and getattr(formatter, "_fmt", None) == logging.BASIC_FORMAT):
+            return handler
+    return None
+
+
+_PACKAGES = ("tensorflow", "keras", "tf_keras")  # whose records are TensorFlow's own
+
+
+def _package_roots() -> tuple[str, ...]:
+    roots = []
+    for name in _PACKAGES:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None)
+        if where:
+            roots.append(os.path.dirname(os.path.abspath(where)) + os.sep)
+    return tuple(roots)
+
+
+def from_tensorflow(record: logging.LogRecord) -> bool:
+    """Whether TensorFlow (or Keras) itself logged the record: the caller TensorFlow's logger found lies in its
+    package. A user's `tf.get_logger().warning(...)` is the user's line, never folded."""
+    path = os.path.abspath(record.pathname or "")
+    return any(path.startswith(root) for root in _package_roots())
