@@ -1,34 +1,27 @@
 import { Dialog, showDialog } from '@jupyterlab/apputils';
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
-import type { IStateDB } from '@jupyterlab/statedb';
 import type { TranslationBundle } from '@jupyterlab/translation';
-import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
-import type { CommandRegistry } from '@lumino/commands';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { CommandIDs, CONSENT_KEY, METADATA_KEY } from './constants';
+import { API_CONSENT, METADATA_KEY } from './constants';
 import {
   APPLY_USER_EXPRESSION,
   applyCode,
   ApplyState,
-  CellTrust,
-  ConsentBook,
-  consentEntry,
-  ConsentEntry,
-  emptyConsentBook,
-  notebookTrusted,
+  consentRequest,
+  hasSettings,
   parseApplyReply,
-  readConsentBook,
+  readConsentAnswer,
   readSaved,
-  recordConsent,
   SavedDocument,
   SavedRead,
   SavedSettings,
   savedDocument,
   settingsKey,
-  startDecision
+  waitProgress
 } from './model';
+import { requestAPI } from './request';
 
 /** What the applier keeps per notebook. */
 interface IRecord {
@@ -38,71 +31,68 @@ interface IRecord {
   kernel: Kernel.IKernelConnection | null;
   /** Counts the applies sent: an answer to an older one is not shown. */
   generation: number;
+  /** Counts the starts decided: a server's answer about consent for an older one decides nothing. */
+  decision: number;
+  /** The apply (its generation) the user cancelled; 0: none. */
+  cancelled: number;
   /** A send is scheduled for the end of the current task (see `_schedule`). */
   scheduled: boolean;
   /** The next start comes from our "Restart kernel and apply". */
   restartRequested: boolean;
 }
 
-/** The notebook's cells as trust sees them (model/consent.ts `notebookTrusted`). */
-export function cellTrust(panel: NotebookPanel): CellTrust[] {
-  const cells: CellTrust[] = [];
-  for (const cell of panel.model?.cells ?? []) {
-    cells.push({ type: cell.type, trusted: cell.trusted, hasCode: cell.sharedModel.getSource().trim() !== '' });
-  }
-  return cells;
-}
-
 /**
- * The user's answers about untrusted notebooks' saved settings, kept in JupyterLab's state database (the
- * workspace, which the server keeps: other browsers of the same workspace share it; `/lab?reset` and
- * another workspace start from none). Read once; without a state database (or until it answers), only
- * for this page.
+ * The user's agreement to notebooks' saved settings, as the server keeps it for the user (POST tfgpu/api/consent;
+ * model/consent.ts says why there). What the server said agreed, and what the user agreed to in this page, is
+ * remembered for the page, so a restart decides at once (see `StartApplier._send`); anything else is asked of
+ * the server each time. A server that cannot answer (no server extension: 404) counts as not agreed.
  */
-export class ConsentStore {
-  constructor(private readonly _db: IStateDB | null) {
-    this.ready = (_db ? _db.fetch(CONSENT_KEY) : Promise.resolve(undefined))
-      .then(
-        raw => {
-          this._book = readConsentBook(raw);
-        },
-        error => console.warn('tfgpu_magic: cannot read the remembered answers about saved settings', error)
-      )
-      .then(() => {
-        this._loaded = true;
+export class ConsentClient {
+  /** Whether these settings of the notebook at `path` are known agreed in this page. */
+  known(path: string, saved: SavedDocument): boolean {
+    return this._agreed.get(path) === settingsKey(saved);
+  }
+
+  /** Whether the user agreed to these settings of the notebook at `path` (false when the server cannot say). */
+  async agreed(path: string, saved: SavedDocument): Promise<boolean> {
+    if (this.known(path, saved)) {
+      return true;
+    }
+    const agreed = await this._ask(path, saved, false);
+    if (agreed) {
+      this._agreed.set(path, settingsKey(saved));
+    }
+    return agreed;
+  }
+
+  /**
+   * Record that the user agrees to (or wrote) these settings of the notebook at `path`: known agreed in this page
+   * at once; resolves true once the server keeps it (false: other pages will ask).
+   */
+  agree(path: string, saved: SavedDocument): Promise<boolean> {
+    this._agreed.set(path, settingsKey(saved));
+    return this._ask(path, saved, true);
+  }
+
+  private async _ask(path: string, saved: SavedDocument, agree: boolean): Promise<boolean> {
+    try {
+      const answer = await requestAPI<unknown>(API_CONSENT, {
+        method: 'POST',
+        body: JSON.stringify(consentRequest(path, saved, agree))
       });
-  }
-
-  /** Resolves once the stored answers are read (or could not be). */
-  readonly ready: Promise<void>;
-
-  get loaded(): boolean {
-    return this._loaded;
-  }
-
-  entry(path: string): ConsentEntry | null {
-    return consentEntry(this._book, path);
-  }
-
-  /** Remember the answer for these settings of this notebook (stored at once; an unchanged one is not). */
-  record(path: string, settings: string, agreed: boolean): void {
-    if (!this._loaded) {
-      // Recorded into the book that is being read, not over it.
-      void this.ready.then(() => this.record(path, settings, agreed));
-      return;
+      const agreed = readConsentAnswer(answer);
+      if (agree && !agreed) {
+        console.warn('tfgpu_magic: the server did not keep the agreement to the saved settings', answer);
+      }
+      return agreed;
+    } catch (error) {
+      console.warn('tfgpu_magic: cannot ask the server about the agreement to the saved settings', error);
+      return false;
     }
-    const current = this.entry(path);
-    if (current && current.settings === settings && current.agreed === agreed) {
-      return;
-    }
-    this._book = recordConsent(this._book, path, settings, agreed);
-    this._db
-      ?.save(CONSENT_KEY, this._book as unknown as ReadonlyPartialJSONObject)
-      .catch(error => console.warn('tfgpu_magic: cannot store the answer about saved settings', error));
   }
 
-  private _book: ConsentBook = emptyConsentBook();
-  private _loaded = false;
+  /** Per notebook path, the settings (`settingsKey`) known agreed. */
+  private _agreed = new Map<string, string>();
 }
 
 /** The notebook's saved settings, read from its model (kind `none` without a model). */
@@ -125,13 +115,6 @@ export function writeSaved(panel: NotebookPanel, document: SavedDocument | null)
   }
 }
 
-export interface IStartApplierOptions {
-  /** Where the user's answers about untrusted notebooks are kept; without it, for this page only. */
-  state?: IStateDB | null;
-  /** The application's commands: JupyterLab's "Trust Notebook" counts as agreeing to the saved settings. */
-  commands?: CommandRegistry | null;
-}
-
 /**
  * Applies the saved settings of every open notebook at each start of its kernel: the first one when the
  * notebook opens, a change of kernel, a restart (ours, JupyterLab's, or the server's automatic one).
@@ -141,20 +124,18 @@ export interface IStartApplierOptions {
  * user (or "Restart Kernel and Run All Cells") sends afterwards. A notebook without `metadata.tfgpu`, or
  * with `apply_on_start` off, is never sent anything.
  *
- * A notebook JupyterLab does not trust is not sent its settings until the user agrees ("Apply saved
- * settings" in the sidebar, or JupyterLab's "Trust Notebook"); the answer is remembered per notebook path
- * and saved settings (model/consent.ts `startDecision`). Settings the user wrote here (Check & save,
- * Restart kernel and apply) count as agreed to.
+ * Only settings the user agreed to for this notebook are sent ("Apply saved settings" in the sidebar), or that
+ * the user wrote here (Check & save, Restart kernel and apply); the server keeps that (`ConsentClient`). Any other
+ * (a notebook from elsewhere, trusted by JupyterLab or not) waits for the user's answer in the sidebar.
+ *
+ * While a start's apply waits (a saved `visible auto --wait`), the kernel's progress lines show in the sidebar,
+ * never in an output area, and the user can cancel the wait (`cancel`: the kernel is interrupted).
  */
 export class StartApplier {
   constructor(
     private readonly _tracker: INotebookTracker,
-    private readonly _trans: TranslationBundle,
-    options: IStartApplierOptions = {}
+    private readonly _trans: TranslationBundle
   ) {
-    this._consent = new ConsentStore(options.state ?? null);
-    this._commands = options.commands ?? null;
-    this._commands?.commandExecuted.connect(this._onCommand, this);
     _tracker.forEach(panel => this._watch(panel));
     _tracker.widgetAdded.connect((_, panel) => this._watch(panel), this);
   }
@@ -187,7 +168,9 @@ export class StartApplier {
     if (!answer.button.accept || panel.isDisposed) {
       return false;
     }
-    writeSaved(panel, savedDocument(settings, true));
+    const document = savedDocument(settings, true);
+    writeSaved(panel, document);
+    void this.agree(panel, document); // the user's own settings: known agreed here at once, before the restart
     const record = this._record(panel);
     const kernel = panel.sessionContext.session?.kernel ?? null;
     if (!kernel) {
@@ -195,7 +178,6 @@ export class StartApplier {
       this._changed.emit(panel);
       return true;
     }
-    this.agree(panel, savedDocument(settings, true));
     record.restartRequested = true;
     // The SessionContext's restart (not its dialog: ours asked already) keeps JupyterLab's own view of the
     // kernel right; the 'restarting' status it emits schedules the apply (see _onStatusChanged).
@@ -204,9 +186,9 @@ export class StartApplier {
   }
 
   /**
-   * The user's "Apply saved settings": remember that they agree to this notebook's saved settings, and send
-   * them to the running kernel the way a start does. A kernel that has run cells already answers that they
-   * apply at its next start.
+   * The user's "Apply saved settings": record on the server that they agree to this notebook's saved settings,
+   * and send them to the running kernel the way a start does. A kernel that has run cells already answers that
+   * they apply at its next start.
    */
   applyWithConsent(panel: NotebookPanel): void {
     const record = this._records.get(panel);
@@ -220,43 +202,38 @@ export class StartApplier {
     }
   }
 
-  /** The user wrote these settings here (Check & save, Restart kernel and apply): they need no question. */
-  agree(panel: NotebookPanel, document: SavedDocument): void {
-    this._consent.record(panel.context.path, settingsKey(document), true);
-  }
-
-  dispose(): void {
-    this._commands?.commandExecuted.disconnect(this._onCommand, this);
-    Signal.clearData(this);
+  /**
+   * The user wrote these settings here (Check & save, Restart kernel and apply): they need no question. Resolves
+   * true once the server keeps that (false: this page knows it, other pages will ask).
+   */
+  agree(panel: NotebookPanel, document: SavedDocument): Promise<boolean> {
+    return this._consent.agree(panel.context.path, document);
   }
 
   /**
-   * JupyterLab's "Trust Notebook" ran: once it trusted the notebook (and saved it), the user has agreed to
-   * its saved settings too. They apply at its next kernel start; "Apply saved settings" still applies them now.
+   * The user's "Cancel" while the start's apply waits: interrupt the kernel. The apply then answers that it was
+   * interrupted and changed nothing; the cells waiting behind it run.
    */
-  private _onCommand(_: CommandRegistry, args: CommandRegistry.ICommandExecutedArgs): void {
-    if (args.id !== CommandIDs.trustNotebook) {
+  cancel(panel: NotebookPanel): void {
+    const record = this._records.get(panel);
+    const state = record?.state;
+    const kernel = record?.kernel;
+    if (!record || state?.kind !== 'applying' || !state.progress || state.cancelling || !record.future || !kernel) {
       return;
     }
-    const panel = this._tracker.currentWidget; // the notebook the command acts on, unless told another
-    void Promise.resolve(args.result)
-      .then((result: unknown) => {
-        const trusted = (result as { trusted?: unknown } | null)?.trusted === true;
-        const record = panel ? this._records.get(panel) : undefined;
-        // The command trusts every cell of the notebook it acted on: a notebook not all trusted was another one.
-        if (!panel || !record || !trusted || !panel.model || ![...panel.model.cells].every(cell => cell.trusted)) {
-          return;
-        }
-        const saved = savedOf(panel, this._trans);
-        if (saved.kind !== 'ok') {
-          return;
-        }
-        this.agree(panel, saved.saved);
-        if (record.state?.kind === 'consent') {
-          this._setState(panel, record, { ...record.state, trustedNow: true });
-        }
-      })
-      .catch(() => undefined); // the command failed or was cancelled: nothing was trusted
+    record.cancelled = record.generation;
+    this._setState(panel, record, { ...state, cancelling: true });
+    kernel.interrupt().catch(error => {
+      console.warn('tfgpu_magic: cannot interrupt the kernel', error);
+      if (record.state?.kind === 'applying' && record.cancelled === record.generation) {
+        record.cancelled = 0;
+        this._setState(panel, record, { ...record.state, cancelling: false });
+      }
+    });
+  }
+
+  dispose(): void {
+    Signal.clearData(this);
   }
 
   private _watch(panel: NotebookPanel): void {
@@ -268,6 +245,8 @@ export class StartApplier {
       future: null,
       kernel: null,
       generation: 0,
+      decision: 0,
+      cancelled: 0,
       scheduled: false,
       restartRequested: false
     });
@@ -343,6 +322,7 @@ export class StartApplier {
     }
     const afterRestart = record.restartRequested;
     record.restartRequested = false;
+    const decision = ++record.decision; // an answer about consent for an earlier start decides nothing now
     const saved = savedOf(panel, this._trans);
     // The user's button applies what is saved even with apply_on_start turned off since the question.
     if (saved.kind === 'none' || (saved.kind === 'ok' && !saved.saved.apply_on_start && !consented)) {
@@ -355,29 +335,49 @@ export class StartApplier {
       this._setState(panel, record, { kind: 'skipped', message: saved.message });
       return;
     }
+    if (!hasSettings(saved.saved.settings)) {
+      this._setState(panel, record, null); // nothing to apply: nothing sent, nothing asked
+      return;
+    }
     const path = panel.context.path;
-    const key = settingsKey(saved.saved);
     if (consented) {
-      this._consent.record(path, key, true);
-    } else {
-      if (!this._consent.loaded) {
-        // Only right after the page loads, before the workspace's state is read: decide once it is.
-        record.restartRequested = afterRestart;
-        void this._consent.ready.then(() => this._schedule(panel));
-        return;
-      }
-      const trusted = notebookTrusted(cellTrust(panel));
-      if (startDecision(trusted, this._consent.entry(path), key) === 'ask') {
-        this._consent.record(path, key, false);
-        this._setState(panel, record, { kind: 'consent', settings: saved.saved.settings, trustedNow: false });
-        return;
-      }
+      void this._consent.agree(path, saved.saved); // known agreed here at once; the server keeps it
+    } else if (!this._consent.known(path, saved.saved)) {
+      // Asked of the server (a few milliseconds): sent once it says agreed. Cells the user ran meanwhile come
+      // first, and the kernel then says its settings apply at its next start (reason ran_cells).
+      void this._consent.agreed(path, saved.saved).then(agreed => {
+        const current = panel.sessionContext.session?.kernel ?? null;
+        if (record.decision !== decision || !this._records.has(panel) || panel.isDisposed || current !== kernel) {
+          return; // a newer start (or the user's button) decides for this notebook now
+        }
+        if (agreed) {
+          this._execute(panel, record, kernel, saved.saved, afterRestart, false);
+        } else {
+          this._setState(panel, record, { kind: 'consent', settings: saved.saved.settings });
+        }
+      });
+      return;
+    }
+    this._execute(panel, record, kernel, saved.saved, afterRestart, consented);
+  }
+
+  /** Send the apply of these saved settings to the kernel, silently, and follow it to its answer. */
+  private _execute(
+    panel: NotebookPanel,
+    record: IRecord,
+    kernel: Kernel.IKernelConnection,
+    saved: SavedDocument,
+    afterRestart: boolean,
+    consented: boolean
+  ): void {
+    if (kernel.isDisposed || kernel.status === 'dead') {
+      return;
     }
     let future: Kernel.IShellFuture<KernelMessage.IExecuteRequestMsg, KernelMessage.IExecuteReplyMsg>;
     try {
       future = kernel.requestExecute(
         {
-          code: applyCode(saved.saved),
+          code: applyCode(saved),
           silent: true,
           store_history: false,
           stop_on_error: false,
@@ -395,8 +395,20 @@ export class StartApplier {
     record.future = future;
     record.kernel = kernel;
     const kernelName = panel.sessionContext.kernelDisplayName;
-    const settings = saved.saved.settings;
+    const settings = saved.settings;
     this._setState(panel, record, { kind: 'applying', afterRestart, settings, consented });
+    // What the apply prints goes to no output area: its progress lines (a saved `--wait`) show in the sidebar.
+    future.onIOPub = msg => {
+      if (msg.header.msg_type !== 'stream' || record.generation !== generation) {
+        return;
+      }
+      const content = msg.content as KernelMessage.IStreamMsg['content'];
+      const progress = content.name === 'stdout' ? waitProgress(content.text) : null;
+      const state = record.state;
+      if (progress && state?.kind === 'applying' && progress !== state.progress) {
+        this._setState(panel, record, { ...state, progress });
+      }
+    };
     future.done
       .then(
         reply => parseApplyReply(reply?.content, this._trans),
@@ -407,7 +419,17 @@ export class StartApplier {
           return; // a newer start's apply speaks for this notebook now
         }
         record.future = null;
-        this._setState(panel, record, { kind: 'done', reply, afterRestart, kernelName, settings, consented });
+        const cancelled = record.cancelled === generation;
+        record.cancelled = 0;
+        this._setState(panel, record, {
+          kind: 'done',
+          reply,
+          afterRestart,
+          kernelName,
+          settings,
+          consented,
+          cancelled
+        });
       })
       .catch(error => console.error('tfgpu_magic: reading the apply reply failed', error));
   }
@@ -424,6 +446,5 @@ export class StartApplier {
 
   private _records = new Map<NotebookPanel, IRecord>();
   private _changed = new Signal<this, NotebookPanel>(this);
-  private _consent: ConsentStore;
-  private _commands: CommandRegistry | null;
+  private _consent = new ConsentClient();
 }

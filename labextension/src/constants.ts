@@ -8,7 +8,6 @@ export const GPUS_SCHEMA = 1;       // GET tfgpu/api/gpus document
 export const COMM_PROTOCOL = 1;     // messages on the tfgpu comm
 export const COMM_OPEN_VERSION = 1; // the comm's open request
 export const SAVED_VERSION = 1;     // notebook metadata.tfgpu version
-export const CONSENT_VERSION = 1;   // the consent book kept in JupyterLab's state database (CONSENT_KEY)
 
 /** The npm package and the plugin id (its settings schema is labextension/schema/sidebar.json). */
 export const PACKAGE = 'tfgpu_magic';
@@ -34,13 +33,15 @@ export namespace CommandIDs {
   export const writeFirstCell = 'tfgpu:write-first-cell';
   /** JupyterLab's (and Notebook 7's) own command that opens a document by path. */
   export const openDocument = 'docmanager:open';
-  /** JupyterLab's own "Trust Notebook": trusting a notebook this way agrees to its saved settings too. */
-  export const trustNotebook = 'notebook:trust';
 }
 
-/** The server extension's REST route, below the server's base URL: GET tfgpu/api/gpus. */
+/**
+ * The server extension's REST routes, below the server's base URL: GET tfgpu/api/gpus, and POST tfgpu/api/consent
+ * (the user's agreement to a notebook's saved settings, kept on the server: tfgpu_magic/core/consent.py).
+ */
 export const API_NAMESPACE = ['tfgpu', 'api'];
 export const API_GPUS = 'gpus';
+export const API_CONSENT = 'consent';
 
 /** The kernel comm target that `%load_ext tfgpu_magic` registers, and what the sidebar opens it with. */
 export const COMM_TARGET = 'tfgpu';
@@ -48,12 +49,6 @@ export const COMM_OPEN_DATA = { request: 'subscribe', version: COMM_OPEN_VERSION
 
 /** The notebook metadata key that carries the saved settings (its shape: model/saved.ts `readSaved`). */
 export const METADATA_KEY = 'tfgpu';
-
-/**
- * The key in JupyterLab's state database (IStateDB: the workspace, kept by the server) of the user's answers
- * about untrusted notebooks' saved settings, per notebook path (its shape: model/consent.ts `ConsentBook`).
- */
-export const CONSENT_KEY = `${PACKAGE}:consent`;
 
 /** Comm requests the sidebar sends besides the open: stop and start sampling while it is hidden / shown. */
 export const COMM_PAUSE = { request: 'pause' };

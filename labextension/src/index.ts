@@ -1,30 +1,28 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { IStateDB } from '@jupyterlab/statedb';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { savedOf, StartApplier } from './apply';
 import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, STATUS_ITEM_ID, STATUS_ITEM_RANK, TRANSLATION_DOMAIN } from './constants';
 import { gpuIcon } from './icon';
-import { firstCellSource, hasSettings } from './model';
-import { writeFirstCell } from './saved';
+import { hasSettings } from './model';
 import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
 import { GpuSidebar } from './widget';
 
 /**
  * The GPUs sidebar. It needs only the application: the notebook tracker, the settings, the translator, the
- * layout restorer, the command palette and the state database (the answers about untrusted notebooks'
- * saved settings) are used where the host has them, so the same plugin loads in JupyterLab and in Notebook 7.
+ * layout restorer, the command palette and the status bar are used where the host has them, so the same plugin
+ * loads in JupyterLab and in Notebook 7.
  */
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "A sidebar with the server's GPUs, the notebooks using them, and the front notebook's TensorFlow setup.",
   autoStart: true,
-  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStateDB, IStatusBar],
+  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStatusBar],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker | null,
@@ -32,7 +30,6 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    state: IStateDB | null,
     statusBar: IStatusBar | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
@@ -40,7 +37,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       watchSavedPanels(tracker); // a saved live panel says what it was where its widget cannot be drawn
     }
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
-    const applier = tracker ? new StartApplier(tracker, trans, { state, commands: app.commands }) : null;
+    const applier = tracker ? new StartApplier(tracker, trans) : null;
     const sidebar = new GpuSidebar({
       trans,
       tracker,
@@ -102,18 +99,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.commands.addCommand(CommandIDs.writeFirstCell, {
         label: trans.__('Write saved GPU settings as first cell'),
         caption: trans.__(
-          'Insert %load_ext tfgpu_magic and the saved %tfgpu lines at the top, for running the notebook elsewhere (nbconvert, papermill)'
+          'Insert %load_ext tfgpu_magic and the saved %tfgpu lines at the top, for running the notebook elsewhere (nbconvert, papermill); the kernel checks them first'
         ),
+        // Enabled for any saved settings, even unusable ones: running it says why nothing is written.
         isEnabled: () => {
           const panel = tracker.currentWidget;
-          const saved = panel ? savedOf(panel) : null;
-          return saved?.kind === 'ok' && hasSettings(saved.saved.settings);
+          return !!panel && savedOf(panel).kind !== 'none';
         },
-        execute: () => {
+        execute: async () => {
           const panel = tracker.currentWidget;
-          const saved = panel ? savedOf(panel) : null;
-          if (panel && saved?.kind === 'ok' && hasSettings(saved.saved.settings)) {
-            writeFirstCell(panel, firstCellSource(saved.saved));
+          if (!panel) {
+            return;
+          }
+          const verdict = await sidebar.writeFirstCell(panel);
+          if (!sidebar.isVisible) {
+            // The sidebar shows the verdict where it is open; otherwise it is said here.
+            if (verdict.ok) {
+              Notification.success(verdict.text, { autoClose: 5000 });
+            } else {
+              Notification.warning(verdict.text, { autoClose: false });
+            }
           }
         }
       });

@@ -30,6 +30,7 @@ import {
   SETTING_PLACEHOLDERS,
   SettingName,
   settingsFromEditor,
+  settingsKey,
   Words
 } from './model';
 import { el, line } from './render';
@@ -49,7 +50,7 @@ interface IEditorMessage {
 }
 
 /** Insert the saved settings as the notebook's first cell, or rewrite the top cell if it is one written before. */
-export function writeFirstCell(panel: NotebookPanel, source: string): void {
+function writeFirstCell(panel: NotebookPanel, source: string): void {
   const model = panel.model;
   if (!model) {
     return;
@@ -62,6 +63,56 @@ export function writeFirstCell(panel: NotebookPanel, source: string): void {
     shared.insertCell(0, { cell_type: 'code', source, metadata: {} });
   }
   panel.content.activeCellIndex = 0;
+}
+
+/** What "Write as first cell" did: written, or why not (one line). */
+export interface IFirstCellVerdict {
+  ok: boolean;
+  text: string;
+}
+
+/**
+ * "Write as first cell": the notebook's saved settings as `%load_ext tfgpu_magic` and one `%tfgpu` line per value,
+ * written only once the kernel's own check (the comm's `validate`, as Check & save asks it) accepted every value.
+ * The metadata may come from anywhere; the cell is code that papermill and nbconvert run unseen. Without a kernel
+ * that can check (none, or tfgpu_magic not loaded), nothing is written.
+ */
+export async function writeCheckedFirstCell(
+  panel: NotebookPanel,
+  link: NotebookLink | null,
+  trans: TranslationBundle
+): Promise<IFirstCellVerdict> {
+  const saved = savedOf(panel, trans);
+  if (saved.kind === 'none' || (saved.kind === 'ok' && !hasSettings(saved.saved.settings))) {
+    return { ok: false, text: trans.__('Nothing written: this notebook has no saved settings.') };
+  }
+  if (saved.kind !== 'ok') {
+    return { ok: false, text: trans.__('Nothing written: %1', saved.message) };
+  }
+  if (!link || link.panel !== panel || !link.canValidate) {
+    return {
+      ok: false,
+      text: trans.__('Nothing written: start the kernel and load tfgpu_magic so it can check the values first.')
+    };
+  }
+  let answer;
+  try {
+    answer = await link.validate(saved.saved.settings);
+  } catch (error) {
+    const why = error instanceof LinkClosedError ? error.message : String(error);
+    return { ok: false, text: trans.__('Nothing written: the kernel did not answer (%1).', why) };
+  }
+  if (!answer.ok) {
+    const reasons = Object.values(answer.errors).join('; ') || trans.__('no reason given');
+    return { ok: false, text: trans.__('Nothing written: the kernel refused the saved settings: %1', reasons) };
+  }
+  // What the kernel checked is what is written: settings changed meanwhile are checked again first.
+  const now = savedOf(panel, trans);
+  if (panel.isDisposed || now.kind !== 'ok' || settingsKey(now.saved) !== settingsKey(saved.saved)) {
+    return { ok: false, text: trans.__('Nothing written: the saved settings changed while the kernel checked them.') };
+  }
+  writeFirstCell(panel, firstCellSource(saved.saved));
+  return { ok: true, text: trans.__('The first cell now sets the saved settings up (checked by the kernel).') };
 }
 
 export class SavedSection {
@@ -150,9 +201,11 @@ export class SavedSection {
     this._firstCell = button(
       trans.__('Write as first cell'),
       'tfgpu-write-cell',
-      trans.__('Insert the saved settings as %load_ext and %tfgpu lines in a first cell, for running the notebook elsewhere (nbconvert, papermill)')
+      trans.__(
+        'Insert the saved settings as %load_ext and %tfgpu lines in a first cell, for running the notebook elsewhere (nbconvert, papermill); the kernel checks them first'
+      )
     );
-    this._firstCell.addEventListener('click', () => this._writeFirstCell());
+    this._firstCell.addEventListener('click', () => void this.writeFirstCell());
     buttons.appendChild(this._checkSave);
     buttons.appendChild(this._restart);
     buttons.appendChild(this._firstCell);
@@ -242,12 +295,33 @@ export class SavedSection {
     } else if (state?.kind === 'consent') {
       // Settings removed since the question leave nothing to agree to.
       if (panel && saved.kind === 'ok' && hasSettings(saved.saved.settings)) {
-        statusNodes.push(this._consentBox(panel, saved.saved.settings, state.trustedNow));
+        statusNodes.push(this._consentBox(panel, saved.saved.settings));
       }
     } else if (status) {
       const node = line(status.text, status.level, 'tfgpu-apply-status');
       node.setAttribute('role', 'status');
       statusNodes.push(node);
+      if (status.progress) {
+        // The kernel's own line while it waits (its words, as it printed them), and the way out.
+        const progress = line(status.progress, 'muted', 'tfgpu-apply-progress');
+        progress.title = status.progress;
+        statusNodes.push(progress);
+      }
+      if (status.cancel) {
+        const cancel = button(
+          status.cancelling ? trans.__('Cancelling…') : trans.__('Cancel'),
+          'tfgpu-cancel-apply',
+          trans.__('Stop waiting: interrupt the kernel. Nothing is applied, and the cells waiting behind it run.')
+        );
+        cancel.disabled = status.cancelling === true || !panel || !this._applier;
+        cancel.addEventListener('click', () => {
+          cancel.disabled = true;
+          if (panel) {
+            this._applier?.cancel(panel);
+          }
+        });
+        statusNodes.push(cancel);
+      }
       if (status.retry) {
         const retry = this._restartSavedButton(
           trans.__('Try again'),
@@ -315,7 +389,7 @@ export class SavedSection {
     const newer = saved.kind === 'newer';
     this._checkSave.disabled = !panel || !canValidate || busy || newer;
     this._restart.disabled = !panel || busy || newer || !this._applier;
-    this._firstCell.disabled = !panel || !usable;
+    this._firstCell.disabled = !panel || !usable || busy;
     for (const input of this._inputs.values()) {
       input.disabled = !panel || busy;
     }
@@ -334,12 +408,12 @@ export class SavedSection {
   }
 
   /**
-   * An untrusted notebook's settings, waiting for the user: what was not applied (the settings saved now:
+   * Settings the user has not agreed to, waiting for the user: what was not applied (the settings saved now:
    * the button applies those), the button, and what the button does.
    */
-  private _consentBox(panel: NotebookPanel, settings: SavedSettings, trustedNow: boolean): HTMLElement {
+  private _consentBox(panel: NotebookPanel, settings: SavedSettings): HTMLElement {
     const trans = this._trans;
-    const view = consentView(settings, trustedNow, trans);
+    const view = consentView(settings, trans);
     const box = el('div', 'tfgpu-consent');
     box.setAttribute('role', 'status');
     box.appendChild(line(view.text, 'info', 'tfgpu-apply-status tfgpu-consent-text'));
@@ -459,14 +533,18 @@ export class SavedSection {
       const applyOnStart = current.kind === 'ok' && hasSettings(current.saved.settings) ? current.saved.apply_on_start : true;
       const document = savedDocument(settings, applyOnStart);
       writeSaved(panel, document);
-      this._applier?.agree(panel, document); // the user's own settings: no question at the next start
       this._dirty = false;
       this._fill();
+      // The user's own settings: no question at the next start, in this page and (once the server keeps it) any.
+      const kept = this._applier ? await this._applier.agree(panel, document) : true;
+      const saved = applyOnStart
+        ? trans.__('Saved in the notebook. They apply at each kernel start (Restart kernel and apply: now).')
+        : trans.__('Saved in the notebook (not applied at kernel start: the box above is off).');
       this._message(
-        applyOnStart
-          ? trans.__('Saved in the notebook. They apply at each kernel start (Restart kernel and apply: now).')
-          : trans.__('Saved in the notebook (not applied at kernel start: the box above is off).'),
-        'ok'
+        kept
+          ? saved
+          : trans.__('%1 The server did not record that you wrote them: other JupyterLab pages ask before applying them.', saved),
+        kept ? 'ok' : 'warn'
       );
     } finally {
       this._setBusy(false);
@@ -512,14 +590,33 @@ export class SavedSection {
     }
   }
 
-  private _writeFirstCell(): void {
+  /**
+   * "Write as first cell" for the notebook in front: the kernel checks the saved values first (see
+   * `writeCheckedFirstCell`); the verdict shows here and is returned (the command says it where this is hidden).
+   */
+  async writeFirstCell(): Promise<IFirstCellVerdict> {
     const panel = this._panel;
-    const saved = this._saved();
-    if (!panel || saved.kind !== 'ok' || !hasSettings(saved.saved.settings)) {
-      return;
+    const trans = this._trans;
+    if (!panel) {
+      return { ok: false, text: trans.__('Nothing written: no notebook is open.') };
     }
-    writeFirstCell(panel, firstCellSource(saved.saved));
-    this._message(this._trans.__('The first cell now sets the saved settings up.'), 'ok');
+    if (this._busy) {
+      return { ok: false, text: trans.__('Nothing written: the sidebar is busy with the kernel; try again.') };
+    }
+    this._setBusy(true);
+    let verdict: IFirstCellVerdict;
+    try {
+      if (this._link?.canValidate && this._link.panel === panel) {
+        this._message(trans.__('Checking with the kernel… (a busy kernel answers when its cell ends)'), 'info');
+      }
+      verdict = await writeCheckedFirstCell(panel, this._link, trans);
+    } finally {
+      this._setBusy(false);
+    }
+    if (panel === this._panel) {
+      this._message(verdict.text, verdict.ok ? 'ok' : 'error');
+    }
+    return verdict;
   }
 
   private _setApplyOnStart(on: boolean): void {

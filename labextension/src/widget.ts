@@ -35,7 +35,7 @@ import {
 } from './model';
 import { el, line, renderNotebook, renderRefused, titleClipped } from './render';
 import { requestAPI } from './request';
-import { SavedSection } from './saved';
+import { IFirstCellVerdict, SavedSection, writeCheckedFirstCell } from './saved';
 import { confirmShutdown } from './shutdown';
 
 /** How long the line on a failed shut-down stays. */
@@ -238,6 +238,17 @@ export class GpuSidebar extends Widget {
     return saved.kind === 'ok' ? saved.saved.settings : null;
   }
 
+  /**
+   * "Write as first cell" for `panel`, once the kernel checked its saved values: through the "Saved settings"
+   * section (which shows the verdict) when it shows that notebook.
+   */
+  writeFirstCell(panel: NotebookPanel): Promise<IFirstCellVerdict> {
+    if (this._saved && this._tracker?.currentWidget === panel) {
+      return this._saved.writeFirstCell();
+    }
+    return writeCheckedFirstCell(panel, this._link?.panel === panel ? this._link : null, this._trans);
+  }
+
   private async _fetch(): Promise<void> {
     let data: unknown;
     try {
@@ -398,9 +409,12 @@ export class GpuSidebar extends Widget {
     const words = this._wordsOf(link);
     const view = link ? notebookView(link.sections, trans, words) : null;
     const refused = refusedView(link?.sections?.kernel, trans);
+    // The start's apply loads tfgpu_magic; while it runs (a saved --wait may take minutes) "not loaded" is not
+    // the news, and a Load cell would only wait behind it.
+    const applying = !!panel && this._applier?.state(panel)?.kind === 'applying';
     this._saved?.update(panel, link && link.panel === panel ? link : null, words);
     this._scheduleTitles();
-    const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused]);
+    const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused, applying]);
     if (key === this._notebookKey) {
       return;
     }
@@ -410,6 +424,10 @@ export class GpuSidebar extends Widget {
     const statusNodes: HTMLElement[] = [];
     if (!panel) {
       statusNodes.push(line(trans.__('No notebook open.'), 'muted'));
+    } else if (link && applying && (link.status === 'not-loaded' || link.status === 'closed')) {
+      statusNodes.push(
+        line(trans.__('tfgpu_magic loads with the saved settings, once they are applied.'), 'info', 'tfgpu-link-status')
+      );
     } else if (link) {
       const message = linkMessage(link.status, trans);
       if (message.text) {
@@ -453,7 +471,7 @@ export class GpuSidebar extends Widget {
     if (state?.kind === 'done' && (link.status === 'not-loaded' || link.status === 'closed')) {
       link.open();
     }
-    this._saved?.update(panel, link, this._wordsOf(link));
+    this._renderNotebook(); // the saved-settings section, and the link's line while the apply runs
   }
 
   /**

@@ -1,63 +1,28 @@
-// Unit tests of an untrusted notebook's saved settings waiting for the user (labextension/src/model/consent.ts):
-// JupyterLab's trust as the sidebar reads it, the remembered answers, the start's decision and what the sidebar
-// says. `node --test labextension/test/`.
+// Unit tests of saved settings waiting for the user's agreement (labextension/src/model/consent.ts): what the page
+// remembers of the server's answers, the request and answer of POST tfgpu/api/consent, and what the sidebar says.
+// `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 import {
   applyStatusView,
-  CONSENT_LIMIT,
-  consentEntry,
+  consentRequest,
   consentView,
-  emptyConsentBook,
-  notebookTrusted,
   plainTrans,
-  readWords,
-  readConsentBook,
+  readConsentAnswer,
   readSaved,
-  recordConsent,
+  readWords,
   savedChangedSince,
-  settingsKey,
-  startDecision
+  settingsKey
 } from '../../lib/model/index.js';
-import { CONSENT_KEY } from '../../lib/constants.js';
+import * as model from '../../lib/model/index.js';
+import * as constants from '../../lib/constants.js';
 
 const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
-const code = (trusted, source = 'print(1)') => ({ type: 'code', trusted, hasCode: source.trim() !== '' });
-const markdown = trusted => ({ type: 'markdown', trusted, hasCode: true });
-
-// -- trust ----------------------------------------------------------------------------------------------
-
-test('a notebook is trusted when every code cell is, as in JupyterLab', () => {
-  assert.equal(notebookTrusted([code(true)]), true); // signed: the server marks every code cell trusted
-  assert.equal(notebookTrusted([code(false)]), false); // not signed, outputs or not
-  assert.equal(notebookTrusted([code(true), code(false), code(true)]), false); // "2 of 3 code cells trusted"
-  // Markdown cells do not count, trusted or not (JupyterLab counts code cells only).
-  assert.equal(notebookTrusted([markdown(false), code(true)]), true);
-  assert.equal(notebookTrusted([code(true), markdown(false), code(true, '')]), true);
-});
-
-test('a notebook without code is not trusted, though JupyterLab says so', () => {
-  assert.equal(notebookTrusted([]), false); // "0 of 0 code cells trusted"
-  assert.equal(notebookTrusted([markdown(false)]), false); // a file of markdown cells only
-  // A file without cells: JupyterLab adds one empty code cell, marked trusted.
-  assert.equal(notebookTrusted([code(true, '')]), false);
-  assert.equal(notebookTrusted([code(true, ' \n'), code(true, '')]), false);
-  assert.equal(notebookTrusted([code(true, ''), code(true, 'x = 1')]), true);
-});
-
-test('notebookTrusted takes any iterable of cells, as the model\'s cell list is', () => {
-  function* cells() {
-    yield code(true);
-    yield markdown(false);
-  }
-  assert.equal(notebookTrusted(cells()), true);
-});
-
-// -- the remembered answers -------------------------------------------------------------------------------
-
 const saved = settings => readSaved({ version: 1, apply_on_start: true, settings }).saved;
+
+// -- what the page remembers, what it asks --------------------------------------------------------------------
 
 test('the settings key: the same settings give the same key, any change another', () => {
   const key = settingsKey(saved({ cpus: '2', growth: 'on' }));
@@ -72,85 +37,51 @@ test('the settings key: the same settings give the same key, any change another'
   assert.notEqual(settingsKey(saved({ cpus: '2' })), settingsKey(saved({ cpumem: '2' })));
 });
 
-test('the book records one answer per notebook, the most recent last', () => {
-  let book = emptyConsentBook();
-  assert.equal(consentEntry(book, 'a.ipynb'), null);
-  book = recordConsent(book, 'a.ipynb', 'k1', false);
-  book = recordConsent(book, 'b.ipynb', 'k2', true);
-  book = recordConsent(book, 'a.ipynb', 'k1', true);
-  assert.deepEqual(book.entries, [
-    { path: 'b.ipynb', settings: 'k2', agreed: true },
-    { path: 'a.ipynb', settings: 'k1', agreed: true }
-  ]);
-  assert.deepEqual(consentEntry(book, 'a.ipynb'), { path: 'a.ipynb', settings: 'k1', agreed: true });
-  // recordConsent returns a new book: the one given is unchanged
-  const before = JSON.stringify(book);
-  recordConsent(book, 'c.ipynb', 'k3', true);
-  assert.equal(JSON.stringify(book), before);
+test('the consent request carries the path and the settings as read, never apply_on_start', () => {
+  const document = saved({ growth: ' on ', cpus: '2', limit: ['2GB --gpu 0'] });
+  assert.deepEqual(consentRequest('work/a.ipynb', document, true), {
+    path: 'work/a.ipynb',
+    settings: { cpus: '2', growth: 'on', limit: ['2GB --gpu 0'] },
+    agree: true
+  });
+  assert.equal(consentRequest('a.ipynb', document, false).agree, false);
+  assert.deepEqual(Object.keys(consentRequest('a.ipynb', document, false)), ['path', 'settings', 'agree']);
 });
 
-test('the book keeps at most its limit, dropping the oldest', () => {
-  let book = emptyConsentBook();
-  for (let i = 0; i < 5; i++) {
-    book = recordConsent(book, `n${i}.ipynb`, 'k', true, 3);
+test('only an answer that says agreed is agreement', () => {
+  assert.equal(readConsentAnswer({ agreed: true }), true);
+  for (const raw of [{ agreed: false }, { agreed: 'true' }, { agreed: 1 }, {}, null, undefined, 'agreed', [true],
+    { agreed: false, message: 'tfgpu: cannot read or keep the consent: ...' }]) {
+    assert.equal(readConsentAnswer(raw), false, JSON.stringify(raw));
   }
-  assert.deepEqual(book.entries.map(e => e.path), ['n2.ipynb', 'n3.ipynb', 'n4.ipynb']);
-  assert.ok(CONSENT_LIMIT >= 100);
 });
 
-test('a stored book is read defensively', () => {
-  const good = recordConsent(recordConsent(emptyConsentBook(), 'a.ipynb', 'k', true), 'b.ipynb', 'j', false);
-  assert.deepEqual(readConsentBook(JSON.parse(JSON.stringify(good))), good);
-  for (const raw of [undefined, null, 'x', [], {}, { version: 2, entries: [] }, { version: 1, entries: {} }]) {
-    assert.deepEqual(readConsentBook(raw), emptyConsentBook(), JSON.stringify(raw));
+test('nothing of the workspace answer book or of notebook trust is left', () => {
+  for (const name of ['notebookTrusted', 'startDecision', 'readConsentBook', 'recordConsent', 'consentEntry',
+    'emptyConsentBook', 'CONSENT_LIMIT']) {
+    assert.equal(model[name], undefined, name);
   }
-  const messy = {
-    version: 1,
-    entries: [
-      { path: 'a.ipynb', settings: 'old', agreed: true },
-      { path: 'b.ipynb', settings: 'k', agreed: 'yes' }, // not a boolean: dropped
-      'junk',
-      { path: 'a.ipynb', settings: 'new', agreed: false } // the same path twice: the last answer wins
-    ]
-  };
-  assert.deepEqual(readConsentBook(messy).entries, [{ path: 'a.ipynb', settings: 'new', agreed: false }]);
-  assert.equal(CONSENT_KEY, 'tfgpu_magic:consent');
-});
-
-// -- the start's decision ---------------------------------------------------------------------------------
-
-test('a trusted notebook applies, an untrusted one asks, an answer for these settings decides', () => {
-  const agreed = { path: 'n.ipynb', settings: 'k', agreed: true };
-  const asked = { path: 'n.ipynb', settings: 'k', agreed: false };
-  assert.equal(startDecision(true, null, 'k'), 'apply');
-  assert.equal(startDecision(false, null, 'k'), 'ask');
-  assert.equal(startDecision(false, agreed, 'k'), 'apply'); // remembered
-  assert.equal(startDecision(false, agreed, 'other'), 'ask'); // the saved settings changed: ask again
-  assert.equal(startDecision(true, agreed, 'other'), 'apply'); // ... unless the notebook is trusted
-  assert.equal(startDecision(false, asked, 'k'), 'ask');
-  // Asked once and not agreed: a signature the server wrote at an autosave since does not answer for the user.
-  assert.equal(startDecision(true, asked, 'k'), 'ask');
-  assert.equal(startDecision(true, asked, 'other'), 'apply');
+  assert.equal(constants.CONSENT_KEY, undefined);
+  assert.equal(constants.API_CONSENT, 'consent');
 });
 
 // -- what the sidebar says --------------------------------------------------------------------------------
 
-test('the consent line names the settings and is neutral', () => {
+test('the consent box names the settings, says why, and is neutral', () => {
   const settings = { cpus: '2', growth: 'on', limit: ['2GB --gpu 0', '4GB --gpu 1'] };
-  const view = consentView(settings, false);
+  const view = consentView(settings);
   assert.equal(view.text,
-    'This notebook is not trusted: its saved settings (cpus 2, growth on, limit 2GB --gpu 0, limit 4GB --gpu 1) were not applied.');
+    'Not applied: you have not agreed to this notebook’s saved settings (cpus 2, growth on, limit 2GB --gpu 0, limit 4GB --gpu 1).');
+  assert.doesNotMatch(view.text, /trusted/); // trust is not what decides
   assert.equal(view.button, 'Apply saved settings');
-  assert.match(view.note, /applies them in this kernel now, and remembers it for this notebook/);
-  assert.match(view.note, /until the saved settings change/);
-  const trusted = consentView({ cpus: '2' }, true);
-  assert.equal(trusted.text, 'This notebook is trusted now: its saved settings (cpus 2) apply at the next kernel start.');
-  assert.equal(trusted.note, 'Apply saved settings applies them in this kernel now.');
-  assert.equal(consentView({}, false).text, 'This notebook is not trusted: its saved settings (none) were not applied.');
+  assert.match(view.note, /A notebook from elsewhere can carry any settings/);
+  assert.match(view.note, /remembers your answer on this server, in every workspace/);
+  assert.match(view.note, /until its saved settings change/);
+  assert.equal(consentView({}).text, 'Not applied: you have not agreed to this notebook’s saved settings (none).');
 
-  const state = { kind: 'consent', settings: { cpus: '2', growth: 'on' }, trustedNow: false };
+  const state = { kind: 'consent', settings: { cpus: '2', growth: 'on' } };
   assert.deepEqual(applyStatusView(state), {
-    text: 'This notebook is not trusted: its saved settings (cpus 2, growth on) were not applied.',
+    text: 'Not applied: you have not agreed to this notebook’s saved settings (cpus 2, growth on).',
     level: 'info',
     retry: false
   });
@@ -167,8 +98,8 @@ test('consent lines go through the translator', () => {
     },
     _n: (msgid, plural, n) => (n === 1 ? msgid : plural)
   };
-  const view = consentView({ cpus: '2' }, false, trans);
-  assert.equal(view.text, '«This notebook is not trusted: its saved settings (%1) were not applied.»[cpus 2]');
+  const view = consentView({ cpus: '2' }, trans);
+  assert.equal(view.text, '«Not applied: you have not agreed to this notebook’s saved settings (%1).»[cpus 2]');
   for (const text of [view.note, view.button, view.title]) {
     assert.match(text, /^«.*»$/);
   }

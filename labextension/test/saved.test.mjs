@@ -26,7 +26,8 @@ import {
   savedRows,
   SETTING_NAMES,
   settingLines,
-  settingsFromEditor
+  settingsFromEditor,
+  waitProgress
 } from '../../lib/model/index.js';
 
 const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
@@ -184,6 +185,42 @@ test('firstCellSource: %load_ext, then one %tfgpu line per value in apply order,
   assert.ok(isFirstCellSource('%load_ext tfgpu_magic'));
   assert.ok(!isFirstCellSource('%load_ext tfgpu_magic\nimport tensorflow as tf'));
   assert.ok(!isFirstCellSource('import os'));
+});
+
+test('a value holding a control character is refused: the first cell can never get a line of its own', () => {
+  // What a received notebook could carry to turn its metadata into code (issue 30, item 3).
+  const cases = [
+    [{ visible: '0\nimport os' }, 'visible', '0\\nimport os', '\\n'],
+    [{ cpus: '2\rimport os' }, 'cpus', '2\\rimport os', '\\r'],
+    [{ growth: 'on\u2028import os' }, 'growth', 'on\\u2028import os', '\\u2028'],
+    [{ placement: 'on\u2029x' }, 'placement', 'on\\u2029x', '\\u2029'],
+    [{ cpumem: 'on\u0085x' }, 'cpumem', 'on\\u0085x', '\\u0085'], // NEL, a line break to str.splitlines
+    [{ visible: '0\u001b]0;title\u0007' }, 'visible', '0\\u001b]0;title\\u0007', '\\u001b'],
+    [{ limit: ['2GB --gpu 0', '4GB --gpu 1\n!rm -rf x'] }, 'limit', '4GB --gpu 1\\n!rm -rf x', '\\n'],
+    [{ virtual: '2x2GB\t--gpu 0' }, 'virtual', '2x2GB\\t--gpu 0', '\\t']
+  ];
+  for (const [settings, name, shown, char] of cases) {
+    const checked = checkSettings(settings);
+    assert.equal(checked.ok, false, JSON.stringify(settings));
+    assert.equal(
+      checked.message,
+      `saved ${name} is "${shown}": it holds a control character (${char}); each value is one line, the text after \`%tfgpu ${name}\``
+    );
+    assert.doesNotMatch(checked.message, /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/); // shown escaped
+    const read = readSaved({ version: 1, apply_on_start: true, settings });
+    assert.equal(read.kind, 'invalid');
+    assert.equal(read.message, checked.message);
+    // Whatever it is given, the first cell is %load_ext and %tfgpu lines only, none with such a character.
+    const source = firstCellSource({ version: 1, settings });
+    assert.equal(source, '%load_ext tfgpu_magic');
+    assert.doesNotMatch(source, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/);
+  }
+  // Spaces around a value are trimmed (a trailing newline among them), not refused; a space inside is a value's.
+  assert.deepEqual(checkSettings({ cpus: '2\n', limit: '2GB --gpu 0' }), {
+    ok: true, settings: { cpus: '2', limit: '2GB --gpu 0' } });
+  // A value with {expr} or $name is only text to the sidebar: the kernel's check decides (and %tfgpu expands neither).
+  assert.equal(checkSettings({ cpus: "{__import__('os').getpid()}" }).ok, true);
+  assert.equal(firstCellSource({ cpus: '{x}' }).split('\n').length, 2);
 });
 
 test('SETTING_NAMES is the kernel order', () => {
@@ -356,6 +393,43 @@ test('apply states: none, applying, skipped', () => {
     'Saved settings not applied at kernel start: saved by a newer tfgpu_magic (version 2); this one reads version 1');
   assert.equal(outcomesText([], null), '');
   assert.equal(outcomesText([], 'off'), 'placement off');
+});
+
+test("a waiting apply shows the kernel's latest progress line, and Cancel", () => {
+  const line = 'tfgpu: waiting for GPUs with >= 30.0 GiB free: GPU 0 has 2.0 GiB free; 3 s of 60 s\n';
+  assert.equal(waitProgress(line), 'waiting for GPUs with >= 30.0 GiB free: GPU 0 has 2.0 GiB free; 3 s of 60 s');
+  // Several lines in one stream message: the latest; other output is not progress.
+  assert.equal(waitProgress(`${line}tfgpu: waiting ...; 4 s of 60 s\n`), 'waiting ...; 4 s of 60 s');
+  for (const text of ['hello\n', '', 'tfgpu:', 'tfgpu: \n', ' xtfgpu: no\n', null, 3]) {
+    assert.equal(waitProgress(text), null, JSON.stringify(text));
+  }
+  const applying = { kind: 'applying', afterRestart: false, settings: { visible: 'auto --wait 60s' } };
+  assert.deepEqual(applyStatusView(applying), { text: 'Applying the saved settings…', level: 'info', retry: false });
+  const waiting = { ...applying, progress: 'waiting for GPUs ...; 3 s of 60 s' };
+  assert.deepEqual(applyStatusView(waiting), {
+    text: 'Waiting to apply the saved settings; cells run once it ends:',
+    level: 'info',
+    retry: false,
+    progress: 'waiting for GPUs ...; 3 s of 60 s',
+    cancel: true,
+    cancelling: false
+  });
+  assert.equal(applyStatusView({ ...waiting, cancelling: true }).cancelling, true);
+});
+
+test('a cancelled apply says so, with the kernel\'s words, and offers Try again', () => {
+  const interrupted = { kind: 'result', ok: false, outcomes: [], placement: null, notApplied: [], reason: null,
+    message: 'tfgpu: visible auto --wait was interrupted while waiting for a GPU; nothing changed' };
+  const done = { kind: 'done', reply: interrupted, afterRestart: false, kernelName: 'Python 3', cancelled: true };
+  assert.deepEqual(applyStatusView(done), {
+    text: `Cancelled; saved settings not applied: ${interrupted.message}`, level: 'warn', retry: true });
+  assert.deepEqual(applyStatusView({ ...done, reply: { kind: 'interrupted' } }), {
+    text: 'Cancelled; saved settings not applied: interrupted', level: 'warn', retry: true });
+  // The wait ended before the interrupt: what was applied is said as always.
+  const ok = { kind: 'result', ok: true, message: null, placement: null, notApplied: [], outcomes: [] };
+  assert.match(applyStatusView({ ...done, reply: ok }).text, /^Applied at kernel start/);
+  // Not cancelled by the user: the kernel's refusal as before.
+  assert.match(applyStatusView({ ...done, cancelled: false }).text, /^Saved settings refused at kernel start/);
 });
 
 test('saved settings edited since the kernel started', () => {

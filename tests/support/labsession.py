@@ -238,11 +238,20 @@ def saved_metadata(settings: dict) -> dict:
     return {"tfgpu": {"version": 1, "apply_on_start": True, "settings": settings}}
 
 
+def agree_to(lab: Lab, name: str, settings: dict) -> None:
+    """Record on ``lab``'s server that the user agrees to these saved settings of the notebook ``name`` (relative to
+    its root), as the sidebar's "Apply saved settings" and Check & save do: they then apply without asking."""
+    answer = lab.api("POST", "/tfgpu/api/consent", {"path": name, "settings": settings, "agree": True})
+    assert answer == {"agreed": True}, answer
+
+
 def write_saved(lab: Lab, name: str, settings: dict, **kwargs) -> Path:
-    """A notebook the user saved here with these settings (and a code cell): signed, so trusted, so they apply
-    without asking."""
-    return sign_notebook(lab, write_notebook(lab.root / name, metadata=saved_metadata(settings),
+    """A notebook the user saved here with these settings through the sidebar (and a code cell): signed, as a save
+    leaves it, and agreed to on the server, so they apply without asking."""
+    path = sign_notebook(lab, write_notebook(lab.root / name, metadata=saved_metadata(settings),
                                              source="print('hello')", **kwargs))
+    agree_to(lab, name, settings)
+    return path
 
 
 def open_notebook(page, name: str, timeout: float = 60_000, *, wait_idle: bool = True) -> None:
@@ -380,8 +389,8 @@ def _notary(lab: Lab):
 
 def sign_notebook(lab: Lab, path: Path) -> Path:
     """Sign the notebook at ``path`` as `jupyter trust` does, in ``lab``'s notary database: JupyterLab then trusts
-    its code cells, as it does a notebook the user saved there. The sidebar applies a notebook's saved settings
-    without asking only where one of them has code (``write_notebook(..., source=...)``)."""
+    its code cells, as it does a notebook the user saved there. Trust is not consent: the sidebar still asks before
+    it applies saved settings the user has not agreed to (``agree_to``)."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -540,3 +549,15 @@ def sidebar(page):
 def apply_status(page):
     """The sidebar's line on the last apply of the front notebook's saved settings."""
     return page.locator(f"{SIDEBAR} .tfgpu-apply-status")
+
+
+def consent_box(page):
+    """The sidebar's question about saved settings the user has not agreed to (with its Apply saved settings)."""
+    return page.locator(f"{SIDEBAR} .tfgpu-consent")
+
+
+def open_workspace(lab: Lab, page, workspace: str | None) -> None:
+    """Load JupyterLab afresh in ``page``: the workspace ``workspace`` (None: the default one), reset (no layout,
+    nothing the sidebar kept in the workspace)."""
+    where = f"/lab/workspaces/{workspace}" if workspace else "/lab"
+    page.goto(f"{lab.url}{where}?reset")

@@ -125,16 +125,41 @@ export function parseApplyReply(content: unknown, trans: Trans = plainTrans): Ap
 }
 
 /**
+ * The kernel's latest progress line in a stream text of the apply (`visible auto --wait` prints one per poll while
+ * it waits, each starting "tfgpu: "), without that prefix; null when the text has none.
+ */
+export function waitProgress(text: unknown): string | null {
+  if (typeof text !== 'string') {
+    return null;
+  }
+  const lines = text
+    .split('\n')
+    .map(line => line.trim())
+    .filter(line => line.startsWith('tfgpu: '));
+  const last = lines.length ? lines[lines.length - 1].slice('tfgpu: '.length).trim() : '';
+  return last || null;
+}
+
+/**
  * Where the saved settings of one notebook stand, as the sidebar shows it:
- * - `applying`: sent at kernel start, no answer yet;
- * - `done`: the kernel answered (`afterRestart`: the start was our "Restart kernel and apply");
+ * - `applying`: sent at kernel start, no answer yet; `progress`: the kernel's latest line while it waits (a saved
+ *   `visible auto --wait`), which the user may cancel (`cancelling`: asked, the kernel not answered yet);
+ * - `done`: the kernel answered (`afterRestart`: the start was our "Restart kernel and apply"; `cancelled`: the
+ *   user cancelled it while it waited);
  * - `skipped`: apply_on_start is on but the metadata cannot be applied (`message` says why);
- * - `consent`: the notebook is not trusted, so nothing was sent at this start: the settings wait for the
- *   user's "Apply saved settings" (`trustedNow`: the user has trusted the notebook since).
+ * - `consent`: the user has not agreed to these settings for this notebook (model/consent.ts), so nothing was
+ *   sent at this start: they wait for the user's "Apply saved settings".
  * `consented`: sent by the user's "Apply saved settings", not by a kernel start.
  */
 export type ApplyState =
-  | { kind: 'applying'; afterRestart: boolean; settings?: SavedSettings; consented?: boolean }
+  | {
+      kind: 'applying';
+      afterRestart: boolean;
+      settings?: SavedSettings;
+      consented?: boolean;
+      progress?: string;
+      cancelling?: boolean;
+    }
   | {
       kind: 'done';
       reply: ApplyReply;
@@ -142,9 +167,10 @@ export type ApplyState =
       kernelName: string;
       settings?: SavedSettings;
       consented?: boolean;
+      cancelled?: boolean;
     }
   | { kind: 'skipped'; message: string }
-  | { kind: 'consent'; settings: SavedSettings; trustedNow: boolean };
+  | { kind: 'consent'; settings: SavedSettings };
 
 /**
  * Whether the notebook's saved settings differ from those its kernel was given at its start (they were
@@ -178,12 +204,18 @@ export function outcomesText(
   return parts.join('; ');
 }
 
-/** The apply-status line's text, colour, and the button it offers. */
+/**
+ * The apply-status line's text, colour, and the button it offers; while the kernel waits, its progress line and
+ * the Cancel button (`cancelling`: pressed, disabled).
+ */
 export interface ApplyStatusView {
   text: string;
   level: Level;
   retry: boolean;
   restart?: boolean;
+  progress?: string;
+  cancel?: boolean;
+  cancelling?: boolean;
 }
 
 /**
@@ -204,19 +236,31 @@ export function applyStatusView(
   }
   if (state.kind === 'consent') {
     // Neutral, not an error: nothing went wrong, the notebook waits for the user (saved.ts adds the button).
-    return { text: consentView(state.settings, state.trustedNow, trans).text, level: 'info', retry: false };
+    return { text: consentView(state.settings, trans).text, level: 'info', retry: false };
   }
   if (state.kind === 'applying') {
-    return {
+    const view: ApplyStatusView = {
       text: state.afterRestart
         ? trans.__('Kernel restarting; applying the saved settings…')
         : trans.__('Applying the saved settings…'),
       level: 'info',
       retry: false
     };
+    if (state.progress) {
+      // It waits (for a GPU, say): the user's cells wait behind it, so the wait can be cancelled.
+      view.text = trans.__('Waiting to apply the saved settings; cells run once it ends:');
+      view.progress = state.progress;
+      view.cancel = true;
+      view.cancelling = state.cancelling === true;
+    }
+    return view;
   }
   const reply = state.reply;
   const consented = state.consented === true;
+  if (state.cancelled && (reply.kind === 'interrupted' || (reply.kind === 'result' && !reply.ok))) {
+    const why = reply.kind === 'result' ? reply.message ?? trans.__('no reason given') : trans.__('interrupted');
+    return { text: trans.__('Cancelled; saved settings not applied: %1', why), level: 'warn', retry: true };
+  }
   switch (reply.kind) {
     case 'result': {
       if (!reply.ok && reply.reason === 'ran_cells') {

@@ -74,8 +74,34 @@ export function shortJSON(value: unknown, length = 60): string {
 }
 
 /**
- * The settings' shape: an object of known names, each a non-empty string, or for limit and virtual a
- * non-empty list of them. Returns the trimmed settings in apply order, or what is wrong (the kernel's
+ * A control character (a newline, a tab, an escape ...) or a line or paragraph separator: a value holding one is
+ * refused, since `%tfgpu <name> <value>` must stay one line of the first cell (IPython splits a cell's lines at
+ * U+2028 and U+2029 too).
+ */
+const CONTROL = /[\p{Cc}\u2028\u2029]/u;
+
+/** Whether a value holds a character a `%tfgpu` line cannot hold (`CONTROL`). */
+export function hasControl(value: string): boolean {
+  return CONTROL.test(value);
+}
+
+/** The text with each such character written as an escape (`\n`, `\u2028`), to be shown. */
+export function escapeControls(value: string): string {
+  const named: { [char: string]: string } = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+  return value.replace(
+    new RegExp(CONTROL.source, 'gu'),
+    char => named[char] ?? `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`
+  );
+}
+
+/** A text cut to `length` characters. */
+function shortText(text: string, length = 60): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
+}
+
+/**
+ * The settings' shape: an object of known names, each a non-empty string of one line, or for limit and virtual
+ * a non-empty list of them. Returns the trimmed settings in apply order, or what is wrong (the kernel's
  * `normalise` checks the same).
  */
 export function checkSettings(
@@ -112,6 +138,18 @@ export function checkSettings(
       };
     }
     const trimmed = (values as string[]).map(v => v.trim());
+    const bad = trimmed.find(hasControl);
+    if (bad !== undefined) {
+      return {
+        ok: false,
+        message: trans.__(
+          'saved %1 is "%2": it holds a control character (%3); each value is one line, the text after `%tfgpu %1`',
+          name,
+          shortText(escapeControls(bad)),
+          escapeControls(bad.match(CONTROL)?.[0] ?? '')
+        )
+      };
+    }
     out[name] = Array.isArray(value) ? trimmed : trimmed[0];
   }
   return { ok: true, settings: out };
@@ -180,7 +218,9 @@ export function settingLines(settings: SavedSettings): string[] {
 /**
  * The source of a first cell that sets the same up where nothing applies saved settings (nbconvert,
  * papermill): `%load_ext tfgpu_magic`, then one `%tfgpu <name> <value>` per saved value in apply order.
- * Takes the metadata document, or just its settings.
+ * Takes the metadata document, or just its settings. Settings of another shape (a value with a newline among
+ * them: `checkSettings`) give no `%tfgpu` line at all. The sidebar writes it only after the kernel's check
+ * accepted the values (saved.ts `writeCheckedFirstCell`).
  */
 export function firstCellSource(saved: SavedDocument | SavedSettings | unknown): string {
   const object = isPlainObject(saved) ? saved : {};
