@@ -78,7 +78,18 @@ def write(lab: Lab, name: str, settings: dict, *, signed: bool) -> Path:
 
 
 def signed(lab: Lab, name: str) -> bool:
-    return notebook_signed(lab, lab.root / name)
+    try:
+        return notebook_signed(lab, lab.root / name)
+    except (OSError, ValueError):  # read while the server writes it (nbformat's NotJSONError is a ValueError)
+        return False
+
+
+def load_extension(page) -> None:
+    """`%load_ext tfgpu_magic` in the first cell, run, and the sidebar's link to it open (Check & save usable)."""
+    from playwright.sync_api import expect
+
+    run_cell(page, 0, "%load_ext tfgpu_magic")
+    expect(sidebar(page).get_by_role("button", name="Check & save")).to_be_enabled(timeout=30_000)
 
 
 def trust_status(page, trusted: bool):
@@ -232,7 +243,7 @@ def test_settings_written_with_check_and_save_apply_at_the_next_start_without_as
     from playwright.sync_api import expect
 
     path = open_own(page, lab, "mine.ipynb")
-    run_cell(page, 0, "%load_ext tfgpu_magic")  # the kernel checks the values
+    load_extension(page)  # the kernel checks the values
     bar = sidebar(page)
     bar.locator(".tfgpu-input[data-setting='cpus']").fill("2")
     bar.get_by_role("button", name="Check & save").click()
@@ -317,7 +328,7 @@ def test_a_value_with_a_line_break_is_never_written_as_a_line_of_code(page, lab)
     from playwright.sync_api import expect
 
     received_own(page, lab, "newline.ipynb", {"visible": "0\nimport os"})
-    run_cell(page, 0, "%load_ext tfgpu_magic")
+    load_extension(page)
     bar = sidebar(page)
     problem = "saved visible is \"0\\nimport os\": it holds a control character (\\n)"
     expect(bar.locator(".tfgpu-saved-problem")).to_contain_text(problem)
@@ -338,7 +349,7 @@ def test_a_value_the_kernel_refuses_is_never_written(page, lab):
     expect(verdict(page)).to_contain_text(
         "Nothing written: start the kernel and load tfgpu_magic so it can check the values first.")
     assert cell_sources(page) == ["print('hello')"]
-    run_cell(page, 0, "%load_ext tfgpu_magic")
+    load_extension(page)
     first_cell_button(page).click()
     expect(verdict(page)).to_contain_text(
         "Nothing written: the kernel refused the saved settings: tfgpu: bad CPU count", timeout=30_000)
@@ -351,7 +362,7 @@ def test_values_the_kernel_accepts_are_written_one_setting_a_line(page, lab):
     received_own(page, lab, "good.ipynb", {"cpus": "2", "placement": "on"})
     sidebar(page)
     expect(consent_box(page)).to_be_visible(timeout=60_000)
-    run_cell(page, 0, "%load_ext tfgpu_magic")
+    load_extension(page)
     run_command(page, "Write saved GPU settings as first cell")
     expect(verdict(page)).to_contain_text("The first cell now sets the saved settings up (checked by the kernel).",
                                           timeout=30_000)
