@@ -34,8 +34,9 @@ def test_normalise_orders_settings_and_reads_every_form():
                                                  "placement on"]
 
 
-@pytest.mark.parametrize("value", ["0\nimport os", "0\r\n!rm -rf ~", "2\x1b[2J", "on\tx", "1\x85x"],
-                         ids=["newline", "crlf", "escape", "tab", "c1"])
+@pytest.mark.parametrize("value", ["0\nimport os", "0\r\n!rm -rf ~", "2\x1b[2J", "on\tx", "1\x85x",
+                                   "on\u2028import os", "2\u2029x"],
+                         ids=["newline", "crlf", "escape", "tab", "c1", "line-separator", "paragraph-separator"])
 def test_a_value_with_a_control_character_is_refused_and_never_a_line_of_code(value):
     """A line break in a saved value would write a line of Python into the first cell (first_cell)."""
     for name in ("visible", "cpus", "limit"):

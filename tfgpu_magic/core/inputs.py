@@ -22,8 +22,9 @@ def shown(text: object) -> str:
     return repr(text[:_SHOWN_CHARS]) + f"... ({len(text):,} characters)"
 
 
-# C0 controls, DEL and C1 controls: what a terminal acts on (ESC starts its escape sequences; C1's CSI does too).
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0 controls, DEL and C1 controls: what a terminal acts on (ESC starts its escape sequences; C1's CSI does too);
+# and the Unicode line and paragraph separators, where IPython splits a cell's lines as at a newline.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def has_controls(text: str) -> bool:
@@ -34,7 +35,8 @@ def has_controls(text: str) -> bool:
 def printable(text: object) -> str:
     """``text`` with every control character written as Python does (``\\x1b``), so a name from NVML or /proc
     (any user can name their process) cannot clear a reader's terminal or set its title. Idempotent."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", str(text))
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100 else
+                         f"\\u{ord(m.group(0)):04x}", str(text))
 
 
 def short_repr(value: object) -> str:
