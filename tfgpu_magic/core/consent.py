@@ -27,12 +27,13 @@ import json
 import logging
 import os
 import secrets
-import stat
 import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from .private_files import PrivateFileError, open_private
 
 SECRET_NAME = "tfgpu_consent_secret"
 DIGESTS_NAME = "tfgpu_consent.json"
@@ -79,21 +80,15 @@ def canonical(path: Any, settings: Any) -> bytes:
     return text.encode("ascii")
 
 
-def _safe(st: os.stat_result) -> bool:
-    """The user's own regular file that nobody else may read or write."""
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
-
-
 def _read_own(path: Path) -> bytes | None:
-    """The file's bytes, when it is ``_safe`` (never through a symlink); None when it is missing or not safe."""
+    """The file's bytes when it is the user's own regular file that nobody else may read or write (opened as
+    private_files does: never through a link, never blocking on a FIFO); None when it is missing or not so."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
-    except OSError:  # ELOOP: a symlink; EACCES: not the user's
+        fd = open_private(path, os.O_RDONLY)
+    except (OSError, PrivateFileError):  # missing, a link, a FIFO, another user's
         return None
     with os.fdopen(fd, "rb") as f:
-        if not _safe(os.fstat(f.fileno())):
+        if os.fstat(f.fileno()).st_mode & 0o077:
             return None
         return f.read()  # only this user can have written it
 
