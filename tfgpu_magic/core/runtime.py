@@ -175,6 +175,7 @@ class Status(enum.Enum):
     NO_DEVICE = words.setting_state("no_device")
     NO_GPU = words.setting_state("no_gpu")
     FAILED = words.setting_state("failed")
+    NOTEBOOK = words.setting_state("notebook")  # what TensorFlow has, set by the notebook's own tf.config call
 
 
 @dataclass(frozen=True)
@@ -336,12 +337,16 @@ class Adapter:
             _Call(lambda: self.tf.config.set_visible_devices(wanted, "GPU"),
                   f"tf.config.set_visible_devices([{names}], 'GPU')")])
 
+    def cpus_in_force(self) -> int:
+        """How many logical CPU devices TensorFlow has configured (1: its default), whoever configured them."""
+        current = _current_limits(self.tf, self.tf.config.list_physical_devices("CPU")[0])
+        return len(current) if current else 1
+
     def _cpus(self, plan: Plan) -> _Step:
         count = plan.cpus or 1  # None after `cpus off`: TensorFlow's default of one CPU device
         cpu = self.tf.config.list_physical_devices("CPU")[0]
-        current = _current_limits(self.tf, cpu)
         detail = f"{count} logical CPU" + ("s" if count > 1 else "")
-        if (len(current) if current else 1) == count:
+        if self.cpus_in_force() == count:
             return _Step(Status.APPLIED, detail)
         return _Step(Status.APPLIED, detail, [_logical_call(self.tf, cpu, None if count == 1 else [None] * count)])
 

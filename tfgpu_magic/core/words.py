@@ -20,6 +20,7 @@ SETTING_STATES: dict[str, tuple[str, str]] = {
     "no_device": ("no such device", "error"),
     "failed": ("failed", "error"),
     "not_asked": ("not asked", "info"),  # no setting made: the value in force is TensorFlow's default
+    "notebook": ("set by the notebook", "info"),  # the notebook's own tf.config call, read back from TensorFlow
 }
 
 # TensorFlow's state in this kernel (runtime.TFState, by its lower-cased name).
