@@ -119,3 +119,89 @@ def test_the_start_environment_is_the_processes_own_not_a_later_one():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "2,3"
     assert isinstance(start_environment(), dict)
+
+
+# -- CUDA_VISIBLE_DEVICES read as CUDA reads it (issue 31, item 2) ---------------------------------------------------
+@pytest.mark.parametrize(("value", "indices", "ended_by"), [
+    ("²", (), "²"),  # str.isdigit() took it and int() raised a bare ValueError from status and visible
+    ("１", (), "１"),  # a fullwidth 1 was read as GPU 1; CUDA reads ASCII digits only and sees no GPU
+    ("٣", (), "٣"),  # an Arabic-Indic 3, likewise
+    ("2,x,3", (2,), "x"),  # CUDA stops at the first entry it cannot read: GPU 2 alone
+    ("3,-1,2", (3,), "-1"),  # -1 ends the list wherever it stands
+    ("2,,3", (2,), ""),
+])
+def test_an_entry_cuda_cannot_read_ends_the_list_and_is_named(value, indices, ended_by):
+    ctl = controller({"CUDA_VISIBLE_DEVICES": value})
+    given = ctl.given(four_gpus())
+    assert (given.indices, given.mig, given.error, given.ended_by) == (indices, (), None, ended_by)
+    said = f"CUDA stops reading it at {ended_by!r}, which is no index in ASCII digits, GPU- or MIG- UUID"
+    assert said in given.source and given.to_dict()["ended_by"] == ended_by
+    outside = 1 if value == "１" else 3 if indices == (2,) else 2
+    with pytest.raises(PlanError) as err:
+        change(ctl, f"visible {outside}")
+    message = str(err.value)
+    assert message.startswith(f"tfgpu: `%tfgpu visible {outside}` refused: GPU {outside} was not given to this kernel: "
+                              f"it may use {'no GPU' if not indices else f'GPU {indices[0]}'} (CUDA_VISIBLE_DEVICES=")
+    assert said in message and "\n" not in message, message
+    assert ctl.environ["CUDA_VISIBLE_DEVICES"] == value and ctl.plan.visible is None
+    if indices:
+        change(ctl, f"visible {indices[0]}")
+        assert ctl.environ["CUDA_VISIBLE_DEVICES"] == str(indices[0])
+
+
+def test_an_odd_value_still_gives_a_status():
+    from tfgpu_magic.core import snapshot
+
+    for value in ("²", "0,x,2", "MIG-GPU-00000003-fake/1/0"):
+        ctl = controller({"CUDA_VISIBLE_DEVICES": value})
+        snap = snapshot.take(ctl, nvml=four_gpus())  # raised ValueError for '²'
+        assert snap.assignment["value"] == value and snap.not_given_sentence(), snap.assignment
+
+
+def test_the_usual_no_gpu_values_name_no_entry():
+    for value in ("-1", "", " "):
+        given = controller({"CUDA_VISIBLE_DEVICES": value}).given(four_gpus())
+        assert given.restricted and given.indices == () and "stops reading" not in given.source, given
+
+
+def test_the_old_mig_form_is_its_mig_device_never_the_whole_parent():
+    """MIG-GPU-<parent uuid>/<GPU instance>/<compute instance> (before driver R470) was read as the parent GPU: visible
+    took the whole GPU, and auto any of its MIG devices."""
+    from gpu_fakes import MIG_UUIDS, mig_gpus
+
+    snap = mig_gpus()  # GPU 0 in MIG mode: GPU instances 1 (pid 4242 there), 3 and 9; GPU 1 an L4
+    old_form = "MIG-GPU-00000000-fake/3/0"
+    ctl = controller({"CUDA_VISIBLE_DEVICES": old_form}, snap)
+    given = ctl.given(snap)
+    assert (given.indices, given.mig, given.error, given.form) == ((), (MIG_UUIDS[1],), None, "uuid")
+    with pytest.raises(PlanError, match=f"GPU 0 was not given to this kernel: it may use {MIG_UUIDS[1]}"):
+        change(ctl, "visible 0")
+    with pytest.raises(PlanError, match="was not given"):
+        change(ctl, f"visible {MIG_UUIDS[0]}")
+    outcome = change(ctl, "visible auto")  # the 3g.20gb (slot 0) is freer, and not this kernel's
+    assert ctl.environ["CUDA_VISIBLE_DEVICES"] == MIG_UUIDS[1], outcome
+    change(ctl, "visible all")
+    assert ctl.environ["CUDA_VISIBLE_DEVICES"] == old_form  # the value as the scheduler wrote it
+    both = controller({"CUDA_VISIBLE_DEVICES": f"1,{old_form.lower()}"}, snap).given(snap)
+    assert (both.indices, both.mig) == ((1,), (MIG_UUIDS[1],))
+
+
+@pytest.mark.parametrize(("value", "why"), [
+    ("MIG-GPU-00000000-fake/2/0", "a MIG device NVML does not list (GPU 0 has no GPU instance 2 with compute "
+                                  "instance 0)"),
+    ("MIG-GPU-00000001-fake/1/0", "a MIG device NVML does not list (GPU 1 has no GPU instance 1"),
+    ("MIG-GPU-0000/1/0", "a MIG device of a prefix of several GPUs' UUIDs"),
+    ("MIG-5e8b", "a prefix of several MIG devices"),
+    ("1,GPU-0000", "a prefix of several GPUs' UUIDs"),
+])
+def test_an_entry_that_names_no_one_device_is_refused_not_guessed(value, why):
+    from gpu_fakes import mig_gpus
+
+    snap = mig_gpus()
+    ctl = controller({"CUDA_VISIBLE_DEVICES": value}, snap)
+    for line in ("visible 1", "visible auto", "visible all"):
+        with pytest.raises(PlanError) as err:
+            change(ctl, line)
+        message = str(err.value)
+        assert why in message and "will not guess" in message and "\n" not in message, message
+    assert ctl.environ["CUDA_VISIBLE_DEVICES"] == value

@@ -120,3 +120,24 @@ def test_arguments_are_taken_as_written_never_expanded(shell, line):
     assert message.startswith("tfgpu:") and "\n" not in message, message
     assert line.split(" ", 1)[1][:5] in message, message  # the value as written is the one refused
     assert _state(shell) == before and not calls
+
+
+@pytest.mark.parametrize(("value", "outside", "ended_by"), [
+    ("²", 0, "'²'"), ("１", 1, "'１'"), ("٣", 2, "'٣'"), ("0,x,2", 2, "'x'"), ("0,-1,2", 2, "'-1'"),
+])
+def test_an_odd_cuda_visible_devices_at_start_is_read_as_cuda_reads_it(shell, capsys, value, outside, ended_by):
+    """'²' ended `%tfgpu status` and `visible 0` in a bare ValueError; '１' was GPU 1 (CUDA sees no GPU); 'x' or '-1'
+    in the middle refused every visible as a UUID no GPU has, where CUDA reads the entries before it."""
+    from tfgpu_magic.core.assignment import Assignment
+
+    shell.tfgpu.controller.assignment = Assignment.from_environ({"CUDA_VISIBLE_DEVICES": value})
+    shell.run_line_magic("tfgpu", "status")
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"CUDA stops reading it at {ended_by}" in out, out
+    before = _state(shell)
+    with pytest.raises(UsageError) as err:
+        shell.run_line_magic("tfgpu", f"visible {outside}")
+    message = str(err.value)
+    assert message.startswith(f"tfgpu: `%tfgpu visible {outside}` refused: GPU {outside} was not given"), message
+    assert f"CUDA stops reading it at {ended_by}" in message and "\n" not in message, message
+    assert _state(shell) == before

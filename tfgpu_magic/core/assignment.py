@@ -2,10 +2,12 @@
 
 On a shared server the GPUs a kernel may use are often decided before it starts: Slurm's ``--gres=gpu:2``,
 the Kubernetes device plugin or a JupyterHub spawner set ``CUDA_VISIBLE_DEVICES`` (indices, GPU UUIDs or
-unique UUID prefixes, MIG UUIDs). That value is read from ``/proc/self/environ``, the environment the
-process was started with, so a value the user's own code set since is the user's and no limit. ``visible``
-chooses inside the given set and writes the variable in the form the scheduler used; numbers stay NVML's
-physical indices. Slurm's own variables add to the explanation and never widen the set.
+unique UUID prefixes, MIG UUIDs old and new). That value is read from ``/proc/self/environ``, the environment
+the process was started with, so a value the user's own code set since is the user's and no limit; and it is
+read as CUDA reads it (numbering.read_entries): up to the first entry CUDA cannot read, which ends the list as
+``-1`` does, and which the views name. ``visible`` chooses inside the given set and writes the variable in the
+form the scheduler used; numbers stay NVML's physical indices. Slurm's own variables add to the explanation and
+never widen the set.
 
 Pure functions over an environment mapping and an NVML snapshot: no IPython, no TensorFlow.
 """
@@ -13,12 +15,14 @@ Pure functions over an environment mapping and an NVML snapshot: no IPython, no 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 
 from .inputs import printable, shown
-from .nvml import NvmlSnapshot, Unavailable
+from .numbering import Entries, match_entry, read_entries
+from .nvml import NvmlSnapshot
 
 VAR = "CUDA_VISIBLE_DEVICES"
 SLURM_VARS = ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
@@ -52,6 +56,7 @@ class Given:
     error: str | None = None  # the value names a GPU NVML does not have: refuse, never guess
     raw: str | None = None
     source: str = ""
+    ended_by: str | None = None  # the entry at which CUDA stops reading the value (0,x,2: 'x'), or None
 
     def allows(self, index: int) -> bool:
         return not self.restricted or index in self.indices
@@ -72,7 +77,7 @@ class Given:
     def to_dict(self) -> dict:
         return {"restricted": self.restricted, "indices": list(self.indices), "mig": list(self.mig),
                 "form": self.form, "error": self.error, "value": self.raw, "source": self.source,
-                "described": self.describe()}
+                "ended_by": self.ended_by, "described": self.describe()}
 
 
 @dataclass(frozen=True)
@@ -100,28 +105,30 @@ class Assignment:
         return text
 
     def resolve(self, snap: NvmlSnapshot | None) -> Given:
+        """The set as CUDA reads the value (numbering.read_entries: in order, up to the first entry it cannot
+        read), each entry matched to NVML's GPUs and MIG devices; an entry that matches none is an error."""
         if self.raw is None:
             return Given()
-        source = self.source()
-        entries = [e.strip() for e in self.raw.split(",")]
-        form = "uuid" if any(e[:4].lower() in ("gpu-", "mig-") for e in entries) else "index"
-        base = {"restricted": True, "form": form, "raw": self.raw, "source": source}
-        if not self.raw.strip() or _is_negative(entries[0]):
-            return Given(**base)  # "" or -1: the scheduler gave no GPU (CUDA sees none)
+        entries = read_entries(self.raw)
+        source = self.source() + _ended_words(self.raw, entries)
+        form = "uuid" if any(e[:4].lower() in ("gpu-", "mig-") for e in entries.read) else "index"
+        base = {"restricted": True, "form": form, "raw": self.raw, "source": source, "ended_by": entries.ended_by}
+        if not entries.read:
+            return Given(**base)  # "", -1 or an entry CUDA cannot read first: the scheduler gave no GPU
         gpus = list(snap.gpus) if snap is not None and snap.available and snap.error is None else None
         indices: list[int] = []
         mig: list[str] = []
-        for entry in entries:
-            found = _match(entry, gpus)
-            if isinstance(found, str) and found.startswith("!"):
+        for entry in entries.read:
+            found = match_entry(entry, gpus)
+            if found.why:
                 return Given(**base, error=f"{VAR}={shown(self.raw)} (when this kernel started) names "
-                             f"{shown(entry)}, {found[1:]}; tfgpu will not guess which GPUs are this kernel's: "
+                             f"{shown(entry)}, {found.why}; tfgpu will not guess which GPUs are this kernel's: "
                              "ask whoever starts the kernel, or restart it with a value that names GPUs NVML lists")
-            if isinstance(found, int):
-                if found not in indices:
-                    indices.append(found)
-            elif found not in mig:
-                mig.append(found)
+            if found.index is not None:
+                if found.index not in indices:
+                    indices.append(found.index)
+            elif found.mig is not None and found.mig not in mig:
+                mig.append(found.mig)
         return Given(**base, indices=tuple(indices), mig=tuple(mig))
 
     def value_for(self, given: Given, indices: tuple[int, ...], mig: tuple[str, ...], snap: NvmlSnapshot | None
@@ -144,31 +151,11 @@ def gpus_text(indices) -> str:
     return f"GPUs {', '.join(names[:-1])} and {names[-1]}"
 
 
-def _is_negative(entry: str) -> bool:
-    return entry.startswith("-") and entry[1:].isdigit()
-
-
-def _match(entry: str, gpus) -> int | str:
-    """A physical index, a full MIG UUID, or "!why" when the entry names nothing NVML has."""
-    if entry.isdigit():
-        index = int(entry)
-        if gpus is not None and index not in {g.index for g in gpus}:
-            listed = ", ".join(str(g.index) for g in gpus) or "none"
-            return f"!an index NVML does not have (its GPUs: {listed})"
-        return index
-    if gpus is None:
-        return "!a UUID, which needs NVML to match, and NVML is unavailable"
-    key = entry.lower()
-    if key.startswith("mig-gpu-"):  # the pre-R470 MIG form names its parent: MIG-GPU-<uuid>/<gi>/<ci>
-        key = key[4:].split("/")[0]
-    if key.startswith("mig-"):
-        devices = [d for g in gpus for d in getattr(g, "mig_devices", ())
-                   if isinstance(d.uuid, str) and d.uuid.lower().startswith(key)]
-        if len(devices) == 1:
-            return devices[0].uuid
-        return "!a MIG device NVML does not list" if not devices else "!a prefix of several MIG devices"
-    matches = [g.index for g in gpus
-               if not isinstance(g.uuid, Unavailable) and g.uuid and g.uuid.lower().startswith(key)]
-    if len(matches) == 1:
-        return matches[0]
-    return "!a UUID no GPU of NVML's has" if not matches else "!a prefix of several GPUs' UUIDs"
+def _ended_words(raw: str, entries: Entries) -> str:
+    """"; CUDA stops reading it at 'x' ...": the entry that ended the list, unless the value is the usual "-1"."""
+    ended = entries.ended_by
+    if ended is None or (not entries.read and re.fullmatch(r"\s*-[0-9]+\s*", raw)):
+        return ""
+    counts = "so only the entries before it count" if entries.read else "so CUDA sees no GPU"
+    return (f"; CUDA stops reading it at {shown(ended)}, which is no index in ASCII digits, GPU- or MIG- UUID, "
+            f"{counts}")
