@@ -101,6 +101,30 @@ def test_the_cli_marks_the_gpus_the_process_was_not_given(fake_nvml):
     assert data["assignment"]["indices"] == [2, 3] and data["assignment"]["value"] == "2,3"
 
 
+def test_a_kernel_started_with_an_entry_cuda_cannot_read_keeps_to_the_entries_before_it(fake_nvml, tmp_path):
+    """'-1' in the middle ends the list for CUDA: the kernel has GPU 2 alone (every visible was refused, as if it named
+    a UUID no GPU has). GPU 2 is full of another user's job: plain auto takes it all the same and says why."""
+    config = four_gpus()
+    config["gpus"][2].update(memory_used=16000 * MIB, processes=[{"pid": 3999931, "used": 15000 * MIB}])
+    fake_nvml.write(config)
+    kernel = Kernel(user_env(**fake_nvml.env, CUDA_VISIBLE_DEVICES="2,-1,3"), str(tmp_path))
+    try:
+        kernel.run("%load_ext tfgpu_magic")
+        out, reply = kernel.run("%tfgpu status")
+        assert reply["status"] == "ok", reply
+        assert "GPUs 0, 1 and 3 are not available to this kernel: it was given GPU 2 (CUDA_VISIBLE_DEVICES=2,-1,3 " \
+               "when this kernel started; CUDA stops reading it at '-1'" in " ".join(out.split()), out
+        _, reply = kernel.run("%tfgpu visible 3")
+        assert reply["status"] == "error" and "GPU 3 was not given to this kernel: it may use GPU 2" in reply["evalue"]
+        out, reply = kernel.run("%tfgpu visible auto")
+        assert reply["status"] == "ok" and kernel.run(SHOW)[0].strip() == "2", (out, reply)
+        assert "auto chose GPU 2; none qualified (no other process computing on it and at least half its memory " \
+               "free), so it took the freest: GPU 2 has 0.1 GiB free of 16.0 GiB (pid 3999931 computes there)" \
+               in " ".join(out.split()), out
+    finally:
+        kernel.close()
+
+
 # -- waiting for a free GPU ----------------------------------------------------------------------------------
 def busy_gpus(free_gib: dict[int, float] | None = None) -> dict:
     """Four 40 GiB GPUs, each with 1 GiB free unless ``free_gib`` says otherwise."""
@@ -175,7 +199,8 @@ def test_a_wait_that_times_out_or_is_interrupted_changes_nothing(fake_nvml, tmp_
         assert reply["status"] == "error" and reply["ename"] == "UsageError", reply
         assert 2.5 <= took <= 6, took
         assert reply["evalue"].startswith("tfgpu: `%tfgpu visible auto --min-free 20GB --wait 3s`: nothing qualified "
-                                          "within 3 s (waiting for a GPU with 20GiB free: GPU 0 has 1.0 GiB free")
+                                          "within 3 s (waiting for a GPU with 20GiB free and no other process "
+                                          "computing on it: GPU 0 has 1.0 GiB free")
         assert "\n" not in reply["evalue"] and reply["evalue"].endswith("nothing changed; wait longer, ask for less, "
                                                                        "or name a GPU")
         assert kernel.run("%tfgpu export")[0] == before and kernel.run(SHOW)[0].strip() == "None"

@@ -132,9 +132,11 @@ PARSERS: dict[str, ArgParser] = {
     "cpumem": parser("cpumem", "state"),
 }
 PARSERS["visible"].add_argument("--min-free", default=None, action=Once,
-                                help="only GPUs with this much free memory (with indices: wait until they have it)")
+                                help="auto: GPUs with this much free memory qualify, in place of half free (with "
+                                     "indices: wait until they have it)")
 PARSERS["visible"].add_argument("--wait", default=None, action=Once,
-                                help="wait up to this long (30s, 10m, 2h) for GPUs that qualify")
+                                help="wait up to this long (30s, 10m, 2h) for GPUs that qualify (auto: no other "
+                                     "process computing there, and half its memory free or --min-free)")
 
 _FROM_ARGS: dict[str, Callable[[argparse.Namespace, str], Change]] = {
     "visible": lambda a, command: visible_change(a.spec, a.min_free, command, a.wait),

@@ -89,6 +89,7 @@ class Controller:
         self.claims: Claims | None = Claims() if hooks_import else None
         # Told a line now and then while `visible ... --wait` waits (the magics show it in place).
         self.on_progress: Callable[[str], None] | None = None
+        self._picked_note = ""  # _pick_auto's word on a choice outside its rule, for change() to add
 
     # -- listeners -------------------------------------------------------------------------------
     def listen(self, callback: Callable[[], None]) -> None:
@@ -127,11 +128,14 @@ class Controller:
         claimed: tuple[str, ...] = ()
         auto = change.setting == "visible" and isinstance(change.value, VisibleSpec) and change.value.auto is not None
         chooses = self._chooses(change)
+        chose_note = ""  # how auto chose, when not by its rule (none qualified: the freest)
         if chooses:
-            change, claimed = self._choose(change)  # may wait: outside the lock
+            change, claimed, chose_note = self._choose(change)  # may wait: outside the lock
         try:
             with self._lock:
+                self._picked_note = ""
                 outcome = self._change(change)
+                chose_note = chose_note or self._picked_note
         except RefusedError as err:
             self._release(claimed)
             with self._lock:  # the sidebar's requests read it from another thread (a kernel subshell)
@@ -146,7 +150,7 @@ class Controller:
         with self._lock:
             was_refused = self.refused.pop(change.setting, None) is not None
             if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
-                chose = f"auto chose {_chosen_words(self.plan.visible)}"
+                chose = _joined(f"auto chose {_chosen_words(self.plan.visible)}", chose_note)
                 outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
             off = self.claims.why_off(claimed) if chooses and self.claims is not None else None
             if off:  # chosen all the same: say that another kernel may choose the same GPU meanwhile
@@ -244,15 +248,16 @@ class Controller:
         if self.claims is not None and keys:
             self.claims.release(keys)
 
-    def _choose(self, change: Change) -> tuple[Change, tuple[str, ...]]:
+    def _choose(self, change: Change) -> tuple[Change, tuple[str, ...], str]:
         """``visible auto[:N]`` or ``visible I --min-free SIZE``, with ``--wait`` or not: the GPUs that qualify
         now (or, waiting, as soon as they do), claimed so another kernel choosing at the same time takes others.
-        ``auto`` weighs MIG devices as devices of their own and never a parent in MIG mode; a CUDA process uses
-        one MIG device, so only ``auto`` (one device) may end on one. Returns the change with the devices
-        named, and the claims taken for it."""
+        ``auto`` takes devices that qualify by AUTO_RULE (``--min-free`` replaces its memory half); plain
+        ``auto`` without ``--wait``, none qualifying, takes the freest and says so. ``auto`` weighs MIG devices as
+        devices of their own and never a parent in MIG mode; a CUDA process uses one MIG device, so only ``auto``
+        (one device) may end on one. Returns the change with the devices named, the claims taken for it, and
+        the note on a choice outside the rule ("" when it kept to it)."""
         spec: VisibleSpec = change.value  # type: ignore[assignment]
         want = spec.auto if spec.auto is not None else len(spec.indices)
-        floor = spec.min_free_mib
         claims = self.claims
         assert claims is not None
         state: dict = {}
@@ -272,22 +277,19 @@ class Controller:
                 if isinstance(unit.ident, int) and snap.gpu(unit.ident) is None:
                     raise PlanError(f"GPU {unit.ident} does not exist: this machine's GPUs are "
                                     f"{self._gpu_list(snap)} (physical indices, as nvidia-smi numbers them)")
-            ok = [u for u in units if u.free is not None and (floor is None or u.free >= floor)
-                  and u.key not in taken]
-            ok.sort(key=lambda u: (-u.free, u.order))
-            line = _waiting_line(want, floor, spec, units, taken)
-            if len(ok) < want:
+            line = _waiting_line(want, spec, units, taken)
+            chosen, note = _select(units, want, spec, taken)
+            if chosen is None:
                 return None, line
-            chosen = ok[:want] if spec.auto is not None else units
             keys = tuple(u.key for u in chosen)
             got = [k for k in keys if claims.claim(k)]
             if len(got) < len(keys):  # another kernel was quicker: give back what we took, wait on
                 claims.release(got)
                 return None, line
-            state["keys"] = keys
+            state["keys"], state["note"] = keys, note
             if isinstance(chosen[0].ident, str):
                 return VisibleSpec(mig=(chosen[0].ident,)), line
-            return VisibleSpec(indices=tuple(sorted(u.ident for u in chosen))), line
+            return VisibleSpec(indices=tuple(sorted(u.ident for u in chosen))), line  # type: ignore[type-var]
 
         if spec.wait_s is None:
             result, line = pick()
@@ -297,7 +299,7 @@ class Controller:
                                 "ask for fewer, lower --min-free, name GPUs, or wait with --wait 10m")
         else:
             result = wait_until(pick, spec.wait_s, f"`{change.command}`", self.on_progress)
-        return replace(change, value=result), tuple(state.get("keys", ()))
+        return replace(change, value=result), tuple(state.get("keys", ())), state.get("note", "")
 
     def _wait_for_import(self) -> None:
         """Another thread is running `import tensorflow`: the module is half made, so wait for it
@@ -446,23 +448,27 @@ class Controller:
 
     def _pick_auto(self, spec: VisibleSpec, snap: nvml_module.NvmlSnapshot | None,
                    given: Given | None = None) -> VisibleSpec:
+        """``visible auto[:N]`` chosen once, without claims or a wait (a controller without claims, or TensorFlow's
+        runtime already started): the same devices and the same rule as _choose (_select)."""
         if snap is None or not snap.available or snap.error is not None:
             raise _needs_nvml(f"`%tfgpu visible {spec}`", snap.error if snap else None)
         given = given or Given()
         if given.error is not None:
             raise PlanError(f"`%tfgpu visible {spec}` refused: {given.error}")
-        free = [(g.memory_free_mib, g.index) for g in snap.gpus
-                if isinstance(g.memory_free_mib, int) and given.allows(g.index)]
-        if spec.min_free_mib is not None:
-            free = [(f, i) for f, i in free if f >= spec.min_free_mib]
-        free.sort(key=lambda fi: (-fi[0], fi[1]))
-        if len(free) < spec.auto:
+        units = _candidates(snap, given, (), mig=spec.auto == 1)
+        chosen, self._picked_note = _select(units, spec.auto or 1, spec, {})
+        if chosen is None:
             floor = f" with at least {format_mib(spec.min_free_mib)} free" if spec.min_free_mib else ""
-            have = ", ".join(f"{i} ({format_mib(f)} free)" for f, i in free) or "none"
+            fit = [u for u in units if u.free is not None and (_fallback(spec) or _qualifies(u, spec.min_free_mib))]
+            have = ", ".join(f"{u.label.removeprefix('GPU ')} ({format_mib(u.free)} free)"  # type: ignore[arg-type]
+                             for u in sorted(fit, key=_freest)) or "none"
             among = f" (among {given.describe()}, this kernel's: {given.source})" if given.restricted else ""
-            raise PlanError(f"visible {spec} needs {spec.auto} GPU(s){floor}, and only these qualify{among}: {have}; "
-                            "ask for fewer, lower --min-free, or name GPUs")
-        return VisibleSpec(indices=tuple(sorted(i for _, i in free[: spec.auto])))
+            rule = "" if floor or _fallback(spec) else f" ({AUTO_RULE})"
+            raise PlanError(f"visible {spec} needs {spec.auto} GPU(s){floor}, and only these qualify{among}{rule}: "
+                            f"{have}; ask for fewer, lower --min-free, or name GPUs")
+        if isinstance(chosen[0].ident, str):
+            return VisibleSpec(mig=(chosen[0].ident,))
+        return VisibleSpec(indices=tuple(sorted(u.ident for u in chosen)))  # type: ignore[type-var]
 
     # -- environment -----------------------------------------------------------------------------
     def _visible_env(self, spec: VisibleSpec, given: Given | None = None,
@@ -608,6 +614,11 @@ class Controller:
         return rows
 
 
+# Which devices plain `visible auto` chooses among (README, "On a shared server"): `--min-free SIZE` replaces
+# the memory half; with `--wait` it waits for one; without, none qualifying, it takes the freest and says so.
+AUTO_RULE = "no other process computing on it and at least half its memory free"
+
+
 @dataclass(frozen=True)
 class _Unit:
     """A device `visible` can choose: a whole GPU (ident: its index) or a MIG device (ident: its UUID)."""
@@ -617,23 +628,30 @@ class _Unit:
     free: int | None
     key: str  # its claim's key: the UUID
     order: tuple[int, int]
+    total: int | None = None
+    others: tuple[int, ...] | None = ()  # PIDs of other processes computing on it; None: NVML did not say
 
 
 def _candidates(snap: nvml_module.NvmlSnapshot, given: Given, indices: tuple[int, ...], mig: bool) -> list[_Unit]:
     """The devices to choose among: the named GPUs, or every GPU this kernel was given, MIG devices instead of
     a parent in MIG mode (only when ``mig``: a choice of one device)."""
     if indices:
-        return [_Unit(i, f"GPU {i}", _free(snap.gpu(i)), gpu_key(snap.gpu(i)) if snap.gpu(i) else f"gpu-{i}", (i, -1))
+        return [_unit(i, f"GPU {i}", snap.gpu(i), gpu_key(snap.gpu(i)) if snap.gpu(i) else f"gpu-{i}", (i, -1))
                 for i in indices]
     units = []
     for gpu in snap.gpus:
         if gpu.mig_mode is True:
             usable = [m for m in gpu.mig_devices if isinstance(m.uuid, str) and given.allows_mig(m.uuid, gpu.index)]
-            units += [_Unit(m.uuid, f"MIG {m.profile} on GPU {gpu.index}", _free(m), m.uuid, (gpu.index, m.index))
+            units += [_unit(m.uuid, f"MIG {m.profile} on GPU {gpu.index}", m, m.uuid, (gpu.index, m.index))
                       for m in usable if mig]
         elif given.allows(gpu.index):
-            units.append(_Unit(gpu.index, f"GPU {gpu.index}", _free(gpu), gpu_key(gpu), (gpu.index, -1)))
+            units.append(_unit(gpu.index, f"GPU {gpu.index}", gpu, gpu_key(gpu), (gpu.index, -1)))
     return units
+
+
+def _unit(ident: int | str, label: str, device, key: str, order: tuple[int, int]) -> _Unit:
+    total = getattr(device, "memory_total_mib", None)
+    return _Unit(ident, label, _free(device), key, order, total if isinstance(total, int) else None, _others(device))
 
 
 def _free(device) -> int | None:
@@ -641,17 +659,95 @@ def _free(device) -> int | None:
     return free if isinstance(free, int) else None
 
 
-def _waiting_line(want: int, floor: int | None, spec: VisibleSpec, units: list[_Unit], taken) -> str:
-    """"waiting for a GPU with 20GiB free: GPU 2 has 0.5 GiB, GPU 3 has 4.1 GiB (claimed by kernel 4f2c...)"."""
+def _others(device) -> tuple[int, ...] | None:
+    """The PIDs of other processes computing on ``device``; None when NVML could not list its processes."""
+    processes = getattr(device, "processes", ())
+    if not isinstance(processes, tuple):
+        return None
+    me = os.getpid()
+    return tuple(sorted({p.pid for p in processes if not p.is_self and p.pid != me and _computes(p)}))
+
+
+def _computes(process) -> bool:
+    """Whether a process of NVML's lists computes (CUDA, TensorFlow) rather than only draws. NVML lists compute
+    and graphics processes; core/nvml.py marks each with nvidia-smi's letters ("C", "G", "C+G") in its ``type``
+    field. A graphics-only process (a desktop session, an OpenGL viewer) does not keep auto off a GPU; one from a
+    snapshot without the field (every process listed was a compute process then) counts as computing."""
+    kind = getattr(process, "type", None) or getattr(process, "kind", None) or "C"
+    return "C" in str(kind)
+
+
+def _qualifies(unit: _Unit, floor: int | None) -> bool:
+    """AUTO_RULE, with ``floor`` (--min-free) in place of its memory half. Processes NVML did not list do not
+    disqualify (free memory says what it can)."""
+    if unit.free is None or unit.others:
+        return False
+    if floor is not None:
+        return unit.free >= floor
+    return unit.total is not None and unit.free * 2 >= unit.total
+
+
+def _fallback(spec: VisibleSpec) -> bool:
+    """Plain auto (no --min-free, no --wait) takes the freest when too few devices qualify."""
+    return spec.auto is not None and spec.min_free_mib is None and spec.wait_s is None
+
+
+def _freest(unit: _Unit) -> tuple:
+    return (-(unit.free or 0), unit.order)
+
+
+def _select(units: list[_Unit], want: int, spec: VisibleSpec, taken) -> tuple[list[_Unit] | None, str]:
+    """The devices to take now, and a note when they are not all by the rule; (None, "") when too few qualify.
+    Named GPUs (``visible I --min-free``) all need their free memory; ``auto`` takes the freest ``want`` of the
+    devices that qualify (_qualifies), never one another kernel claimed; plain ``auto`` takes the freest of the
+    rest when too few qualify, and the note says which and why."""
+    open_ = [u for u in units if u.free is not None and u.key not in taken]
+    if spec.auto is None:
+        floor = spec.min_free_mib or 0
+        return (units, "") if sum(u.free >= floor for u in open_) >= want else (None, "")  # type: ignore[operator]
+    ok = sorted((u for u in open_ if _qualifies(u, spec.min_free_mib)), key=_freest)
+    if len(ok) >= want:
+        return ok[:want], ""
+    rest = sorted((u for u in open_ if u not in ok), key=_freest)[: want - len(ok)]
+    if not _fallback(spec) or len(ok) + len(rest) < want:
+        return None, ""
+    which = "none qualified" if not ok else f"only {len(ok)} qualified"
+    took = ", ".join(_unit_words(u, spec) for u in rest)
+    return ok + rest, (f"{which} ({AUTO_RULE}), so it took the freest{' of the rest too' if ok else ''}: {took}; "
+                       "`--wait 10m` waits for one that qualifies")
+
+
+def _unit_words(unit: _Unit, spec: VisibleSpec, claim=None) -> str:
+    """"GPU 2 has 0.5 GiB free of 40.0 GiB (pid 4242 computes there)": what the rule looks at, for auto."""
+    if unit.free is None:
+        has = "free memory unknown"
+    else:
+        plain = spec.auto is not None and spec.min_free_mib is None and unit.total is not None
+        has = f"has {unit.free / 1024:.1f} GiB free" + (f" of {unit.total / 1024:.1f} GiB" if plain else "")
+    notes = []
+    if spec.auto is not None:  # named GPUs are taken by free memory alone
+        if unit.others is None:
+            notes.append("its processes unknown")
+        elif unit.others:
+            pids = unit.others
+            notes.append(f"pid {pids[0]} computes there" if len(pids) == 1 else
+                         f"pids {', '.join(map(str, pids))} compute there" if len(pids) <= 3 else
+                         f"{len(pids)} other processes compute there")
+    if claim is not None:
+        notes.append(claim.describe())
+    return f"{unit.label} {has}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _waiting_line(want: int, spec: VisibleSpec, units: list[_Unit], taken) -> str:
+    """"waiting for a GPU with 20GiB free and no other process computing on it: GPU 2 has 0.5 GiB free (pid 4242
+    computes there), GPU 3 has 4.1 GiB free (claimed by kernel 4f2c...)"."""
+    floor = spec.min_free_mib
     if spec.auto is None:
         target = f"GPU{'s' if want > 1 else ''} {','.join(map(str, spec.indices))} to have {format_mib(floor)} free"
     else:
-        target = f"{'a GPU' if want == 1 else f'{want} GPUs'}" + (f" with {format_mib(floor)} free" if floor else "")
-    parts = []
-    for unit in units:
-        has = "free memory unknown" if unit.free is None else f"has {unit.free / 1024:.1f} GiB free"
-        claim = f" ({taken[unit.key].describe()})" if unit.key in taken else ""
-        parts.append(f"{unit.label} {has}{claim}")
+        rule = f"{format_mib(floor)} free and no other process computing on it" if floor is not None else AUTO_RULE
+        target = f"a GPU with {rule}" if want == 1 else f"{want} GPUs, each with {rule}"
+    parts = [_unit_words(unit, spec, taken.get(unit.key)) for unit in units]
     return f"waiting for {target}: " + (", ".join(parts) or "no GPU")
 
 

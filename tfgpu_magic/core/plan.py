@@ -103,14 +103,17 @@ def format_size(size: int | Percent) -> str:
 
 @dataclass(frozen=True)
 class VisibleSpec:
-    """``indices`` for an explicit list (empty for none); ``every`` for all; ``auto`` picks
-    ``auto`` GPUs by free memory (resolved to indices by the caller, who has NVML)."""
+    """``indices`` for an explicit list (empty for none); ``every`` for all; ``auto`` picks the ``auto`` freest
+    GPUs among those that qualify: no other process computing on it and at least half its memory free, or
+    ``min_free_mib`` free in place of the half (resolved to indices by the caller, who has NVML: control.py's
+    AUTO_RULE and _select). With ``wait_s`` it waits for them; without, plain auto takes the freest when none
+    qualifies, and says so."""
 
     indices: tuple[int, ...] = ()
     every: bool = False
     auto: int | None = None
     mig: tuple[str, ...] = ()  # one MIG device's UUID (or a unique prefix until resolved against NVML)
-    min_free_mib: int | None = None  # auto: only GPUs with this much free; indices: wait until they have it
+    min_free_mib: int | None = None  # auto: in place of "half free"; indices: wait until they have it
     wait_s: float | None = None  # wait this long for GPUs that qualify (core/waiting.py) instead of refusing
 
     @property

@@ -50,13 +50,17 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
     "devices": ("Every physical and logical device; each GPU with nvidia-smi's index, TensorFlow's GPU:N, "
                 "memory, utilization and processes.",
                 ("%tfgpu devices", "info = %tfgpu devices --json")),
-    "visible": ("Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N GPUs "
-                "with the most free memory. --wait waits (30s, 10m, 2h) for GPUs that qualify, showing the best so "
-                "far; another kernel waiting too takes other GPUs. A kernel started with CUDA_VISIBLE_DEVICES (by "
-                "Slurm, Kubernetes, a spawner) chooses among the GPUs it was given. Takes effect when TensorFlow is "
-                "imported: run it first.",
-                ("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto:2 --min-free 10GB",
-                 "%tfgpu visible auto --min-free 20GB --wait 10m", "%tfgpu visible 2 --min-free 20GB --wait 1h",
+    "visible": ("Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N freest GPUs "
+                "among those that qualify: no other process computing on it (a graphics one does not count) and at "
+                "least half its memory free; --min-free SIZE replaces the half. --wait waits (30s, 10m, 2h) for GPUs "
+                "that qualify, showing the best so far; another kernel waiting too takes other GPUs. Without --wait, "
+                "when none qualifies, auto takes the freest and says so. A kernel started with CUDA_VISIBLE_DEVICES "
+                "(by Slurm, Kubernetes, a spawner) chooses among the GPUs it was given, read as CUDA reads it: up to "
+                "the first entry that is no index, GPU- or MIG- UUID. Takes effect when TensorFlow is imported: run "
+                "it first.",
+                ("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto --wait 30m",
+                 "%tfgpu visible auto:2 --min-free 10GB", "%tfgpu visible auto --min-free 20GB --wait 10m",
+                 "%tfgpu visible 2 --min-free 20GB --wait 1h",
                  "%tfgpu visible none")),
     "growth": ("Memory growth: each GPU's memory is taken as needed instead of all at once, so other "
                "notebooks can share the GPU. Takes effect when TensorFlow is imported.",
