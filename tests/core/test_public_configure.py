@@ -21,8 +21,9 @@ def test_the_public_configure_has_the_apis_keywords():
 
 def test_the_readmes_call_chooses_a_gpu_with_20gb_free(fake_nvml):
     config = three_gpus()
-    for k, gpu in enumerate(config["gpus"]):  # the H100 (GPU 1) has 30 GiB free, the others 1 GiB
+    for k, gpu in enumerate(config["gpus"]):  # the H100 (GPU 1) has 30 GiB free and no other process, the others 1 GiB
         gpu.update(memory_used=gpu["memory_total"] - (30 if k == 1 else 1) * 1024 * MIB)
+    config["gpus"][1]["processes"] = []
     fake_nvml.write(config)
     out = fake_nvml.run_json(
         "import json, os, tfgpu_magic\n"

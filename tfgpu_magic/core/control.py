@@ -131,6 +131,8 @@ class Controller:
         chose_note = ""  # how auto chose, when not by its rule (none qualified: the freest)
         if chooses:
             change, claimed, chose_note = self._choose(change)  # may wait: outside the lock
+        self.read_back()  # a split the notebook made itself is the record a change starts from
+        before = self.outcomes.get(change.setting)
         try:
             with self._lock:
                 self._picked_note = ""
@@ -149,6 +151,9 @@ class Controller:
             self._release(tuple(k for k in self.claims.held() if k not in claimed))
         with self._lock:
             was_refused = self.refused.pop(change.setting, None) is not None
+            if before is not None and before.status is Status.NOTEBOOK and outcome.status is Status.APPLIED:
+                outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(
+                    outcome.detail, f"replacing the notebook's own {before.detail.partition(':')[0]}"))
             if auto and self.plan.visible is not None:  # which GPU it took is the point of asking for auto
                 chose = _joined(f"auto chose {_chosen_words(self.plan.visible)}", chose_note)
                 outcome = self.outcomes[change.setting] = replace(outcome, detail=_joined(chose, outcome.detail))
@@ -194,12 +199,25 @@ class Controller:
             outcome = Outcome(change.setting, Status.PENDING, _joined(waits, note))
             self.outcomes[change.setting] = outcome
             return outcome
+        read_by_cuda = self.environ.get("CUDA_VISIBLE_DEVICES")
+        moved = change.setting == "visible" and "CUDA_VISIBLE_DEVICES" in env and env["CUDA_VISIBLE_DEVICES"] != \
+            read_by_cuda
         if change.setting == "visible" and env and state >= TFState.ENUMERATED:
             env = {}  # CUDA has read its variables already; tf.config.set_visible_devices does the work
         tf = self._tensorflow()
         env_changes = {k: v for k, v in env.items() if self.environ.get(k) != v}
         old_env = self._apply_env(env_changes)
         outcome = self.adapter(tf, state, snap).apply(change.setting, new_plan)
+        if outcome.status is Status.NO_GPU and moved and state >= TFState.ENUMERATED:
+            # A CPU-only build: no GPU to narrow, and the variable was read when TensorFlow listed its devices.
+            # Recorded, it would show a visible set this process does not have: too late, as on any build.
+            command = change.command or f"%tfgpu visible {value}"
+            shown_var = f"CUDA_VISIBLE_DEVICES={read_by_cuda}" if read_by_cuda is not None else \
+                "CUDA_VISIBLE_DEVICES unset (every GPU)"
+            self.restore_env(old_env)
+            raise RefusedError(f"`{command}` is too late: TensorFlow has listed its devices, and {shown_var} was "
+                               f"read then, once; restart the kernel and run `{command}` before TensorFlow lists "
+                               "its devices")
         if outcome.status in (Status.REFUSED, Status.FAILED, Status.NO_DEVICE):
             self.restore_env(old_env)
             raise self._error(change, outcome)
@@ -599,6 +617,26 @@ class Controller:
         snap = nvml if nvml is not None else self.nvml()
         with self._lock:
             return Rehearsal(dict(self.environ), snap, getattr(self, "assignment", None))
+
+    def read_back(self) -> None:
+        """Take into the record what TensorFlow has where the notebook changed it with its own tf.config call: a
+        CPU split it made (before or after a `%tfgpu cpus`) reads as the notebook's in status, export and the
+        panel, and a later `%tfgpu cpus` says it replaces it. Runs on the main thread, after each cell and before
+        a change; reads TensorFlow only once it is imported (reading its configuration starts nothing)."""
+        tf = sys.modules.get("tensorflow")
+        state = self.probe().state
+        if tf is None or state < TFState.IMPORTED or importing_tensorflow_elsewhere():
+            return
+        has = Adapter(tf, state).cpus_in_force()
+        with self._lock:
+            ours = self.outcomes.get("cpus")
+            if ours is not None and ours.status not in (Status.APPLIED, Status.UNCHANGED, Status.NOTEBOOK):
+                return  # ours failed or is still to come: the record says so already
+            if has == (self.plan.cpus or 1):
+                return
+            self.plan = self.plan.with_cpus(has)
+            self.outcomes["cpus"] = Outcome("cpus", Status.NOTEBOOK, f"{has} logical CPU{'s' if has > 1 else ''}: "
+                                            "the notebook's own tf.config.set_logical_device_configuration")
 
     def settings(self) -> list[dict]:
         """One row per asked setting: what was asked and what happened to it."""

@@ -210,6 +210,7 @@ class _CellMemory:
 
     def post_run_cell(self, result=None) -> None:
         try:
+            self.magics.controller.read_back()  # the cell may have configured TensorFlow itself
             live = self.magics.live
             live.cell_finished(getattr(result, "execution_count", None), bool(getattr(result, "success", True)))
             if live.subscribers:
