@@ -22,7 +22,7 @@ def test_a_cpu_only_build_names_the_package_and_the_fix(monkeypatch):
                    "kernel")
 
 
-@pytest.mark.parametrize("value", ["", "-1", "-1,0", " "])
+@pytest.mark.parametrize("value", ["", "-1", "-1,0", " ", "²", "１,0", "x,1", "٣"])
 def test_cuda_visible_devices_that_hide_every_gpu(value):
     why = no_gpu.reason(tf_built(is_cuda_build=True, cuda_version="12.5"), {"CUDA_VISIBLE_DEVICES": value}, 1)
     assert why.startswith("TensorFlow sees none of the 1 GPU NVML lists: CUDA_VISIBLE_DEVICES=")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .inputs import printable
+from .numbering import read_entries
 
 FIX_BUILD = "pip install 'tensorflow[and-cuda]'"
 _DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly",
@@ -43,9 +44,9 @@ def distribution() -> str | None:
 
 
 def _hides_all(value: str) -> bool:
-    """CUDA_VISIBLE_DEVICES values that leave CUDA no device: "", "-1", or entries CUDA stops at from the first."""
-    first = value.split(",")[0].strip()
-    return first == "" or first.startswith("-")
+    """CUDA_VISIBLE_DEVICES values that leave CUDA no device: "", "-1", or any first entry CUDA stops at ("²", "x"),
+    read as numbering.read_entries reads it (as CUDA does)."""
+    return not read_entries(value).read
 
 
 def reason(tf: Any, environ: Mapping[str, str], gpus_listed: int) -> str:
