@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from fakenvml import three_gpus, with_changes
+from fakenvml import MIB, graphics_gpus, three_gpus, with_changes
 from harness import SHELL_PRELUDE, SUPPORT
 
 SHELL = SHELL_PRELUDE + """
@@ -159,3 +159,94 @@ def test_mixed_models_without_pci_order_are_flagged(fake_nvml):
     data = json.loads(proc.stdout)
     assert data["numbering"]["note"] == "" and data["numbering"]["cuda_order"] == [2, 0]
     assert {g["index"]: g["tf_name"] for g in data["gpus"]} == {0: "GPU:1", 1: None, 2: "GPU:0"}
+
+
+# ---- graphics processes (nvidia-smi's type G, and C+G) ----
+
+VIEWS = """
+import json, os
+from tfgpu_magic.render.snapshot import take
+s = take()
+print(json.dumps({"pid": os.getpid(), "status": s.to_text(), "devices": s.devices_text(),
+                  "status_html": s._repr_html_(), "devices_html": s.devices_html(), "json": s.to_dict()}))
+"""
+
+
+def test_graphics_processes_in_the_text_html_and_json_views(fake_nvml):
+    fake_nvml.write(graphics_gpus())
+    out = fake_nvml.run_json(VIEWS)
+    pid = out["pid"]
+    for text in (out["status"], out["devices"]):
+        said = " ".join(text.split())  # the sentence wraps at 100 columns
+        assert "Processes marked as nvidia-smi types them: (G) a graphics process, such as a desktop session" in said
+        assert "(C+G) compute and graphics, its memory counted once." in said
+        assert "3999911 unnamed (G) 180 MiB" in text  # after GPU 0's two compute processes
+        assert f"{pid}* " in text and " (C+G) 1024 MiB" in text  # this process: one entry, its memory once
+        assert "3999912 unnamed (G) n/a" in text
+        assert "2048 MiB" not in text  # (the GPU's used figure is "2048 / 81920 MiB")
+    for page in (out["status_html"], out["devices_html"]):
+        assert "3999911 unnamed (<abbr title=\"a graphics process (nvidia-smi&#x27;s type G" in page
+        assert "(<abbr title=\"a compute and graphics process" in page and ">C+G</abbr>) 1,024 MiB" in page
+        assert "Processes marked as nvidia-smi types them: (G) a graphics process" in page
+    gpus = out["json"]["gpus"]
+    assert [(p["pid"], p["type"]) for p in gpus[0]["processes"]] == [(1, "C"), (3999901, "C"), (3999911, "G")]
+    assert [(p["pid"], p["used_mib"], p["type"]) for p in gpus[1]["processes"]] == [(pid, 1024, "C+G"),
+                                                                                 (3999902, None, "C")]
+    assert [{k: m[k] for k in ("physical_index", "used_mib", "source")} for m in out["json"]["kernel_gpu_memory"]] \
+        == [{"physical_index": 1, "used_mib": 1024, "source": "nvml_process"}]
+
+
+def test_without_graphics_processes_the_views_say_nothing_of_them(fake_nvml):
+    fake_nvml.write(three_gpus())
+    out = fake_nvml.run_json(VIEWS)
+    for view in ("status", "devices", "status_html", "devices_html"):
+        assert "nvidia-smi types" not in out[view] and "(G)" not in out[view] and "abbr" not in out[view]
+        assert "processes (* = this kernel)" in out[view]
+
+
+def test_a_kernel_that_only_renders_holds_its_graphics_memory(fake_nvml):
+    """This kernel on NVML's graphics list only (EGL rendering, no CUDA yet): its memory is NVML's figure for it,
+    as for a compute process, not "not listed" with TensorFlow's allocator as the fallback."""
+    config = three_gpus()
+    config["gpus"][1]["processes"] = [{"pid": 3999902, "used": 100 * MIB}]
+    config["gpus"][2]["processes"] = [{"pid": "self", "used": 300 * MIB, "type": "G"}]
+    fake_nvml.write(config)
+    out = fake_nvml.run_json(VIEWS)
+    assert [{k: m[k] for k in ("physical_index", "used_mib", "source")} for m in out["json"]["kernel_gpu_memory"]] \
+        == [{"physical_index": 2, "used_mib": 300, "source": "nvml_process"}]
+    assert "This kernel: GPU 2" in out["status"] and "300 MiB, from NVML's process list" in out["status"]
+
+
+def test_cli_shows_graphics_processes(fake_nvml):
+    fake_nvml.write(graphics_gpus())
+    text = cli(fake_nvml, "status").stdout
+    assert "Processes marked as nvidia-smi types them" in text and "3999911 unnamed (G) 180 MiB" in text
+    data = json.loads(cli(fake_nvml, "status", "--json").stdout)
+    assert [p["type"] for p in data["gpus"][0]["processes"]] == ["C", "C", "G"]
+    assert [p["type"] for p in data["gpus"][2]["processes"]] == ["G"]
+    devices = cli(fake_nvml, "devices").stdout  # imports TensorFlow; the GPU table is the same one
+    assert "3999911 unnamed (G) 180 MiB" in devices and "3999912 unnamed (G) n/a" in devices
+
+
+PANEL = SHELL_PRELUDE + """
+import json, re
+from tfgpu_magic import Panel
+p = Panel()
+memory = p._html["memory"].value
+p.close()
+print(json.dumps(" ".join(re.sub(r"<[^>]+>", " ", memory).replace("&#x27;", "'").split())))
+"""
+
+
+def test_the_panel_counts_this_kernels_graphics_memory(fake_nvml):
+    """The panel's memory tab: this kernel's share of a GPU where it is a graphics process only (GPU 2), and of one
+    where it is on both lists (GPU 1: its one figure, not twice)."""
+    config = three_gpus()
+    config["gpus"][1]["processes"] = [{"pid": "self", "used": 1024 * MIB, "type": "C+G"},
+                                      {"pid": 3999902, "used": 100 * MIB}]
+    config["gpus"][2]["processes"] = [{"pid": "self", "used": 300 * MIB, "type": "G"}]
+    fake_nvml.write(config)
+    memory = fake_nvml.run_json(PANEL)
+    h100, t4 = memory.split("GPU 1 · ")[1].split("GPU 2 · ")
+    assert "this kernel reserved 1.0 GiB" in h100 and "2.0 GiB" not in h100, h100
+    assert t4.startswith("Tesla T4") and "this kernel reserved 300.0 MiB" in t4, t4

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 
 import pytest
-from fakenvml import MIB, mig_gpu, three_gpus
+from fakenvml import MIB, graphics_gpus, mig_gpu, three_gpus
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 from serverapi import get_gpus, get_metrics, start_notebook_session
@@ -97,6 +98,40 @@ async def test_a_notebooks_gpu_memory_carries_its_path(jp_fetch, jp_serverapp, f
     # The same figures the sidebar gets.
     doc = await get_gpus(jp_fetch)
     assert doc["gpus"][1]["processes"][0]["kernel"]["id"] == kernel_id
+
+
+async def test_each_process_series_says_its_type(jp_fetch, fake_gpus):
+    """nvidia-smi's Type column as a label: compute, graphics, compute+graphics; graphics processes are counted among
+    the other processes like compute ones, a C+G process's memory once."""
+    fake_gpus.write(graphics_gpus())
+    found = samples((await get_metrics(jp_fetch))[1])
+    series = {labels["pid"]: (labels["type"], value) for labels, value in found["tfgpu_process_gpu_memory_used_bytes"]}
+    assert series["1"] == ("compute", 1000 * MIB) and series["3999911"] == ("graphics", 180 * MIB)
+    assert series[str(os.getpid())] == ("compute+graphics", 1024 * MIB)
+    assert "3999912" not in series  # graphics, but NVML gives no memory figure: an absent sample
+    assert by(found, "tfgpu_other_processes", "gpu_index") == {"0": 3, "1": 2, "2": 1}
+    assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu_index") == {
+        "0": (1000 + 29000 + 180) * MIB, "1": 1024 * MIB, "2": 0}
+
+
+@pytest.mark.kernel
+async def test_a_notebooks_graphics_memory_counts_as_its_gpu_memory(jp_fetch, jp_serverapp, fake_gpus):
+    """A kernel on NVML's graphics list (EGL rendering): its memory is the kernel's, in the sidebar's document and in
+    the kernel series, once where it is on both lists."""
+    kernel_id = await start_notebook_session(jp_fetch, "work/render.ipynb")
+    pid = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+    config = three_gpus()
+    config["gpus"][1]["processes"] = [{"pid": pid, "used": 2048 * MIB, "type": "C+G"}]
+    config["gpus"][2]["processes"] = [{"pid": pid, "used": 300 * MIB, "type": "G"}]
+    fake_gpus.write(config)
+    found = samples((await get_metrics(jp_fetch))[1])
+    held = {labels["gpu_index"]: value for labels, value in found["tfgpu_kernel_gpu_memory_used_bytes"]
+            if labels["kernel_id"] == kernel_id}
+    assert held == {"1": 2048 * MIB, "2": 300 * MIB}
+    assert by(found, "tfgpu_other_processes", "gpu_index")["2"] == 0
+    doc = await get_gpus(jp_fetch)
+    assert [(p["type"], p["kernel"]) for p in doc["gpus"][2]["processes"]] == [
+        ("G", {"id": kernel_id, "relation": "kernel"})]
 
 
 @pytest.mark.parametrize("jp_server_config", [{"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import tornado.httpclient
-from fakenvml import MIB, three_gpus
+from fakenvml import MIB, graphics_gpus, mig_gpu, three_gpus
 from serverapi import get_gpus, start_notebook_session
 
 import tfgpu_magic.server
@@ -160,6 +160,45 @@ async def test_a_gpu_process_of_a_kernel_is_mapped_to_its_notebook(jp_fetch, jp_
     doc = await get_gpus(jp_fetch)
     assert doc["kernels"] == []
     assert doc["gpus"][1]["processes"][0]["kernel"] is None
+
+
+async def test_graphics_processes_are_in_the_document_typed(jp_fetch, fake_gpus):
+    """NVML's graphics list is read too: a graphics-only process is listed, typed "G"; one on both lists is one row,
+    "C+G", its memory once; a graphics process in no server's kernel is another process like a compute one."""
+    fake_gpus.write(graphics_gpus())
+    a100, h100, t4 = (await get_gpus(jp_fetch))["gpus"]
+    assert [(p["pid"], p["used_mib"], p["type"], p["kernel"]) for p in a100["processes"]] == [
+        (1, 1000, "C", None), (3999901, 29000, "C", None), (3999911, 180, "G", None)]
+    assert [(p["pid"], p["used_mib"], p["type"]) for p in h100["processes"]] == [(os.getpid(), 1024, "C+G"),
+                                                                               (3999902, None, "C")]
+    assert [(p["pid"], p["type"]) for p in t4["processes"]] == [(3999912, "G")]
+    assert "1 process is not visible from this server" in t4["kernel_note"]  # graphics counts there too
+
+
+async def test_graphics_processes_of_a_mig_device_are_in_the_document(jp_fetch, fake_gpus):
+    devices = [{"profile": "3g.20gb", "memory_total": 19968 * MIB, "memory_used": 100 * MIB,
+                "processes": [{"pid": 3999913, "used": 40 * MIB, "type": "G"}]}]
+    fake_gpus.write({"gpus": [mig_gpu(devices=devices)]})
+    gpu, = (await get_gpus(jp_fetch))["gpus"]
+    assert [(p["pid"], p["used_mib"], p["type"]) for p in gpu["mig_devices"][0]["processes"]] == [(3999913, 40, "G")]
+
+
+def test_a_kernels_graphics_process_belongs_to_it_and_hidden_ones_are_counted():
+    snap = {"gpus": [{"index": 0, "processes": [
+        {"pid": 300, "used_mib": 10, "name": "python", "user": "ann", "type": "C+G", "is_self": False},
+        {"pid": 301, "used_mib": 5, "name": "egl-worker", "user": "ann", "type": "G", "is_self": False},
+        {"pid": 400, "used_mib": 200, "name": "Xorg", "user": "root", "type": "G", "is_self": False},
+    ]}]}
+    kernels = [{"id": "k", "name": "python3", "pid": 300, "execution_state": "idle", "sessions": []}]
+    doc = gpu_doc.gpu_document(snap, kernels, user="ann", parent_of={301: 300, 400: 1}.get)
+    rows = {p["pid"]: (p["type"], (p["kernel"] or {}).get("relation")) for p in doc["gpus"][0]["processes"]}
+    assert rows == {300: ("C+G", "kernel"), 301: ("G", "child"), 400: ("G", None)}
+    hidden = gpu_doc.gpu_document(snap, kernels, user="ann", show_other_users=False, parent_of={301: 300}.get)
+    assert hidden["gpus"][0]["hidden_processes"] == {"count": 1, "used_mib": 200}
+    # A process dict without a type (an older adapter's) is a compute process.
+    bare = {"gpus": [{"index": 0, "processes": [{"pid": 5, "used_mib": 1, "name": "p", "user": "ann"}]}]}
+    assert gpu_doc.gpu_document(bare, [], user="ann", parent_of=lambda pid: None)["gpus"][0]["processes"][0][
+        "type"] == "C"
 
 
 async def test_index_filter_and_malformed_queries(jp_fetch, fake_gpus):

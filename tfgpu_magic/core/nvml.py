@@ -49,6 +49,11 @@ FloatOrNA = float | Unavailable
 BoolOrNA = bool | Unavailable
 
 
+# A GPU process's type, in nvidia-smi's letters: "C" on NVML's compute list (CUDA, TensorFlow), "G" on its graphics
+# list (a desktop session, an OpenGL or Vulkan application, EGL rendering), "C+G" on both (one process, one row).
+PROCESS_TYPES = ("C", "G", "C+G")
+
+
 @dataclass(frozen=True)
 class GpuProcess:
     pid: int
@@ -56,6 +61,7 @@ class GpuProcess:
     name: str | None = None  # from /proc, when visible
     user: str | None = None
     is_self: bool = False  # this Python process
+    type: str = "C"  # one of PROCESS_TYPES; a "C+G" process's memory is its one figure, counted once
 
 
 @dataclass(frozen=True)
@@ -269,7 +275,8 @@ class _GpuLost(Exception):
 _init_lock = threading.Lock()
 _nv: Any = None
 _memory_v2 = True  # False once the driver lacks nvmlDeviceGetMemoryInfo_v2 (before R510)
-_processes_fn: Any = None
+# The process-list call per list ("Compute", "Graphics"): _v3, or _v2 once the driver lacked _v3 (before R510).
+_process_fns: dict[str, Any] = {}
 _system: dict[str, str | Unavailable] = {}  # driver / CUDA versions: fixed while NVML is initialised
 _identity_by_uuid: dict[str, tuple[str | Unavailable, str | Unavailable]] = {}  # uuid -> (name, bus id)
 _mig_calls = True  # False once the driver lacks the MIG calls (before R450): the miss costs once
@@ -315,10 +322,11 @@ def load_binding() -> None:
 def shutdown() -> None:
     """Shut NVML down if ``snapshot()`` initialised it and forget every cache; the next ``snapshot()``
     initialises again. For ``unload_ipython_extension`` and tests. Never raises."""
-    global _nv, _memory_v2, _processes_fn, _mig_calls
+    global _nv, _memory_v2, _mig_calls
     with _init_lock:
         nv, _nv = _nv, None
-        _memory_v2, _processes_fn, _mig_calls = True, None, True
+        _memory_v2, _mig_calls = True, True
+        _process_fns.clear()
         _system.clear()
         _identity_by_uuid.clear()
         _no_mig_uuids.clear()
@@ -541,27 +549,68 @@ def _memory(nv: Any, handle: Any) -> tuple[IntOrNA, IntOrNA, IntOrNA, IntOrNA]:
 
 
 def _processes(nv: Any, handle: Any, self_pid: int) -> tuple[GpuProcess, ...] | Unavailable:
-    global _processes_fn
-    if _processes_fn is None:
-        _processes_fn = nv.nvmlDeviceGetComputeRunningProcesses_v3
-    try:
-        entries = _processes_fn(handle)
-    except nv.NVMLError_FunctionNotFound:
-        # A driver before R510 has only the v2 entry layout; remember, so the miss costs once.
-        _processes_fn = nv.nvmlDeviceGetComputeRunningProcesses_v2
-        entries = _call(nv, "processes", _processes_fn, handle)
-    except nv.NVMLError as exc:
-        entries = _field_error(exc, "processes")
-    if isinstance(entries, Unavailable):
-        return entries
+    """NVML's compute and graphics lists as one list, each pid once: compute processes in NVML's order, then the
+    graphics-only ones. A process on both lists ("C+G") has one memory figure, the same on both (its own use), so it
+    is counted once. If either list cannot be read the whole list is missing, with that list named: half a list
+    would leave memory unattributed without saying so."""
+    compute = _process_list(nv, handle, "Compute", "processes")
+    if isinstance(compute, Unavailable):
+        return compute
+    graphics = _process_list(nv, handle, "Graphics", "graphics processes")
+    if isinstance(graphics, Unavailable):
+        return graphics
+    merged: dict[int, tuple[int | None, str]] = {}  # pid -> (bytes, type)
+    for listed, entries in (("C", compute), ("G", graphics)):
+        this_list: dict[int, int | None] = {}
+        for entry in entries:  # a pid twice on one list: a MIG parent's aggregate, one entry per instance (added up)
+            used = entry.usedGpuMemory  # pynvml gives None for NVML_VALUE_NOT_AVAILABLE
+            if entry.pid in this_list:
+                before = this_list[entry.pid]
+                used = None if used is None or before is None else before + used
+            this_list[entry.pid] = used
+        for pid, used in this_list.items():
+            seen = merged.get(pid)
+            if seen is None:
+                merged[pid] = (used, listed)
+            else:  # on both lists: one process, one figure
+                merged[pid] = (seen[0] if used is None else used if seen[0] is None else max(seen[0], used),
+                               combined_type(seen[1], listed))
     now = time.monotonic()
     result = []
-    for entry in entries:
-        pid = entry.pid
-        used = entry.usedGpuMemory  # pynvml gives None for NVML_VALUE_NOT_AVAILABLE
+    for pid, (used, kind) in merged.items():
         name, user = _process_owner(pid, now)
-        result.append(GpuProcess(pid, None if used is None else used // _MIB, name, user, pid == self_pid))
+        result.append(GpuProcess(pid, None if used is None else used // _MIB, name, user, pid == self_pid, kind))
     return tuple(result)
+
+
+def _process_list(nv: Any, handle: Any, which: str, what: str) -> list[Any] | Unavailable:
+    """One of NVML's process lists (``which``: "Compute" or "Graphics"), or why not. A driver before R510 has only
+    the _v2 call: the miss costs once. A device that has no graphics list at all (NOT_SUPPORTED) runs no graphics
+    processes: an empty list, not a missing one, so the compute list still stands."""
+    fn = _process_fns.get(which)
+    if fn is None:
+        fn = _process_fns[which] = getattr(nv, f"nvmlDeviceGet{which}RunningProcesses_v3")
+    try:
+        return fn(handle)
+    except nv.NVMLError_FunctionNotFound:
+        fn = _process_fns[which] = getattr(nv, f"nvmlDeviceGet{which}RunningProcesses_v2")
+        try:
+            return fn(handle)
+        except nv.NVMLError as exc:
+            return _list_error(exc, which, what)
+    except nv.NVMLError as exc:
+        return _list_error(exc, which, what)
+
+
+def _list_error(exc: BaseException, which: str, what: str) -> list[Any] | Unavailable:
+    if which == "Graphics" and getattr(exc, "value", None) == _NVML_NOT_SUPPORTED:
+        return []
+    return _field_error(exc, what)
+
+
+def combined_type(a: str, b: str) -> str:
+    """The type of one process listed as ``a`` and as ``b`` (two lists, or two MIG devices): "C" and "G" make "C+G"."""
+    return a if a == b else "C+G"
 
 
 # ---- MIG ------------------------------------------------------------------------------------------------
@@ -675,7 +724,7 @@ def _mig_parent_processes(devices: tuple[MigDevice, ...]) -> tuple[GpuProcess, .
                 merged[proc.pid] = proc
             else:
                 total = None if seen.used_mib is None or proc.used_mib is None else seen.used_mib + proc.used_mib
-                merged[proc.pid] = dataclasses.replace(seen, used_mib=total)
+                merged[proc.pid] = dataclasses.replace(seen, used_mib=total, type=combined_type(seen.type, proc.type))
     return tuple(merged.values())
 
 

@@ -220,12 +220,33 @@ def kernel_memory_sentences(snap: Snapshot) -> list[str]:
     return lines
 
 
+# What nvidia-smi's Type letters mean, for a process that is not compute only (compute is the rest: no mark).
+PROCESS_TYPE_WORDS = {"G": "a graphics process, such as a desktop session or an OpenGL or Vulkan program",
+                      "C+G": "compute and graphics, its memory counted once"}
+PROCESS_TYPE_TITLE = {"G": "a graphics process (nvidia-smi's type G): a desktop session, an OpenGL or Vulkan program",
+                      "C+G": "a compute and graphics process (nvidia-smi's type C+G): its memory is counted once"}
+
+
+def process_type_mark(proc) -> str:
+    """" (G)" or " (C+G)" after a process's name, as nvidia-smi's Type column types it; "" for a compute process."""
+    return f" ({proc.type})" if proc.type in PROCESS_TYPE_WORDS else ""
+
+
+def process_types_sentence(snap: Snapshot) -> str:
+    """What the marks in the process column mean, for the marks it has; "" where every process is compute only (a
+    sentence under the table, not a longer column header: that would squeeze the GPU names)."""
+    found = {p.type for gpu in snap.nvml.gpus for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices))
+             if isinstance(procs, tuple) for p in procs}
+    parts = [f"({kind}) {meaning}" for kind, meaning in PROCESS_TYPE_WORDS.items() if kind in found]
+    return f"Processes marked as nvidia-smi types them: {'; '.join(parts)}." if parts else ""
+
+
 def process_items(procs) -> str | list[str]:
     """A process column: its reason when NVML gave none, else one item a process (the column wraps between
     processes before it wraps inside one)."""
     if isinstance(procs, Unavailable):
         return na(procs)  # the column says these are processes; the detail often does too
-    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME} "
+    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}{process_type_mark(p)} "
             + (words.MISSING if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
 
 
@@ -268,6 +289,8 @@ def gpu_lines(snap: Snapshot) -> list[str]:
                          memory_used_total(mig, thousands=False), "-", process_items(mig.processes)))
     header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
     lines = [printable(head), *text_table(header, rows)]
+    if process_types_sentence(snap):
+        lines += fit(process_types_sentence(snap))
     not_given = snap.not_given_sentence()
     if not_given:
         lines += fit(printable(not_given))

@@ -25,6 +25,7 @@ from ..core import words
 from ..core.nvml import Unavailable
 from ..core.runtime import TFState
 from .text import (
+    PROCESS_TYPE_TITLE,
     device_sentences,
     figure,
     kernel_memory_sentences,
@@ -37,6 +38,7 @@ from .text import (
     nvml_versions,
     physical_sentence,
     placement_sentences,
+    process_types_sentence,
     sentence,
     why,
 )
@@ -208,9 +210,16 @@ def _processes_cell(procs) -> str | Markup:
         return na(procs)
     # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
     return Markup("<br>".join(
-        "<span style='white-space:nowrap'>"
-        + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME} "
-              + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>" for p in procs) or "-")
+        "<span style='white-space:nowrap'>" + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}")
+        + _type_mark(p) + esc(" " + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>"
+        for p in procs) or "-")
+
+
+def _type_mark(proc) -> str:
+    """" (G)" with its meaning on hover (and for a screen reader, which reads an abbr's title); "" for compute."""
+    if proc.type not in PROCESS_TYPE_TITLE:
+        return ""
+    return f" (<abbr title=\"{esc(PROCESS_TYPE_TITLE[proc.type])}\">{esc(proc.type)}</abbr>)"
 
 
 def _gpus(snap: Snapshot) -> str:
@@ -225,6 +234,8 @@ def _gpus(snap: Snapshot) -> str:
     header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
               "processes (* = this kernel)")
     parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
+    if process_types_sentence(snap):
+        parts.append(paragraph(process_types_sentence(snap)))
     not_given = snap.not_given_sentence()
     if not_given:
         parts.append(caution(not_given))

@@ -141,7 +141,8 @@ def gpu_document(
     ``nvml_snapshot`` is ``nvml.snapshot().to_dict()``; ``kernels`` is one dict per kernel of the server:
     ``{"id", "name", "pid" (or None), "execution_state", "last_activity" (Unix time or None), "sessions":
     [{"path", "name", "type"}]}``; the document's ``kernels`` adds ``idle_s``, and each process that is a kernel
-    or runs under one has ``kernel: {"id", "relation": "kernel" | "child"}``. ``user`` is the server's user: with
+    or runs under one has ``kernel: {"id", "relation": "kernel" | "child"}``; ``type`` is nvidia-smi's "C", "G" or "C+G"
+    (a graphics process belongs to a kernel as a compute one does). ``user`` is the server's user: with
     ``show_other_users`` off, processes that are not this user's (``own_processes``) are counted, not listed."""
     now = time.time() if now is None else now
     kernels = [_with_idle(k, now) for k in kernels]
@@ -229,7 +230,7 @@ class _Whose:
                 continue
             kernel = self._kernel_view(*owner) if owner is not None else None
             listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
-                           "mine": mine, "kernel": kernel})
+                           "type": proc.get("type", "C"), "mine": mine, "kernel": kernel})
         hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None
         note = ""
         if unseen:

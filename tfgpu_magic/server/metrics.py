@@ -22,6 +22,8 @@ MIG_LABELS = ("mig_uuid", "parent_index", "profile")
 # Where a process runs: the GPU's physical index, and the MIG device's UUID ("" for a whole GPU).
 WHERE_LABELS = ("gpu_index", "mig_uuid")
 KERNEL_LABELS = ("kernel_id", "notebook")
+# A process's ``type`` label: what nvidia-smi's Type column says ("C", "G", "C+G"), in words a query can read.
+PROCESS_TYPE_LABEL = {"C": "compute", "G": "graphics", "C+G": "compute+graphics"}
 
 
 def _number(value: Any) -> float | None:
@@ -74,9 +76,11 @@ def _processes(gauges: _Gauges, where: tuple[str, str], processes: Any, hidden: 
         others_mib += used or 0.0
         if show_other_users:
             gauges.add("tfgpu_process_gpu_memory_used_bytes",
-                       "GPU memory of a process that is not one of this server's kernels (as nvidia-smi shows it)",
-                       (*WHERE_LABELS, "pid", "user", "command"),
-                       (*where, str(proc.get("pid")), _text(proc.get("user")), _text(proc.get("name"))), used, MIB)
+                       "GPU memory of a process that is not one of this server's kernels (as nvidia-smi shows it); "
+                       "type: compute, graphics or compute+graphics (nvidia-smi's C, G, C+G)",
+                       (*WHERE_LABELS, "pid", "user", "command", "type"),
+                       (*where, str(proc.get("pid")), _text(proc.get("user")), _text(proc.get("name")),
+                        PROCESS_TYPE_LABEL.get(proc.get("type"), "compute")), used, MIB)
     if isinstance(hidden, dict):
         others += int(hidden.get("count") or 0)
         others_mib += _number(hidden.get("used_mib")) or 0.0

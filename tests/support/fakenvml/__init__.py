@@ -24,7 +24,8 @@ Config dict (every key optional)::
             "power_mw": 120000,  # absent: NVML_ERROR_NOT_SUPPORTED
             "power_limit_mw": 700000,
             "lost": True,  # every call on this GPU, its handle included: NVML_ERROR_GPU_IS_LOST
-            "processes": [{"pid": 1234 or "self", "used": bytes or "unknown"}],
+            # "type": the NVML list(s) it is on, nvidia-smi's letters: "C" compute (default), "G" graphics, "C+G" both
+            "processes": [{"pid": 1234 or "self", "used": bytes or "unknown", "type": "G"}],
             "mig": {  # absent: no MIG (nvmlDeviceGetMigMode answers NOT_SUPPORTED, as a consumer GPU does)
                 "mode": 1, "pending": 1,  # current / pending MIG mode, 0 or 1 ("pending" defaults to "mode")
                 "slots": 7,  # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
@@ -194,10 +195,19 @@ def render_config(config: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PROCESS_TYPES = ("C", "G", "C+G")
+
+
 def _process_text(proc: dict[str, Any]) -> str:
+    unknown = set(proc) - {"pid", "used", "type"}
+    if unknown:
+        raise ValueError(f"unknown keys for a fake process: {sorted(unknown)}")
     pid = proc["pid"] if proc["pid"] == "self" else int(proc["pid"])
     used = proc["used"] if proc["used"] == "unknown" else int(proc["used"])
-    return f"{pid} {used}"
+    kind = proc.get("type", "C")
+    if kind not in PROCESS_TYPES:
+        raise ValueError(f"process type {kind!r}: use one of {', '.join(PROCESS_TYPES)}")
+    return f"{pid} {used} {kind}"
 
 
 def _mig_lines(mig: dict[str, Any], i: int) -> list[str]:
@@ -355,6 +365,17 @@ def three_gpus() -> dict[str, Any]:
     }
 
 
+def graphics_gpus() -> dict[str, Any]:
+    """``three_gpus()`` with graphics processes, as nvidia-smi's Type column would show them: GPU 0 adds pid 3999911,
+    graphics only ("G", 180 MiB: a desktop session), after its two compute processes; on GPU 1 this process ("self")
+    is on both lists ("C+G", its 1024 MiB counted once); GPU 2 gets pid 3999912, graphics only, memory unknown."""
+    config = three_gpus()
+    config["gpus"][0]["processes"].append({"pid": 3999911, "used": 180 * MIB, "type": "G"})
+    config["gpus"][1]["processes"][0]["type"] = "C+G"
+    config["gpus"][2]["processes"] = [{"pid": 3999912, "used": "unknown", "type": "G"}]
+    return config
+
+
 def n_gpus(n: int, procs_per_gpu: int = 0) -> dict[str, Any]:
     """``n`` identical 80 GiB GPUs, each with ``procs_per_gpu`` processes: this process first, then
     pid 1 (a real process, so /proc lookups do real work), then pids that do not exist."""
@@ -444,7 +465,7 @@ def with_changes(config: dict[str, Any], **gpu_changes: dict[str, Any]) -> dict[
 
 def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str, Any]:
     """What ``Gpu.to_dict`` form the adapter should report for GPU ``index`` of ``config`` when every
-    call succeeds. Processes carry pid, used_mib and is_self only (name/user come from /proc)."""
+    call succeeds. Processes carry pid, used_mib, is_self and type only (name/user come from /proc)."""
     gpu = config["gpus"][index]
     total, used, reserved = gpu["memory_total"], gpu["memory_used"], gpu["memory_reserved"]
     processes = _expected_processes(gpu.get("processes", []), self_pid)
@@ -480,11 +501,17 @@ def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str,
 
 
 def _expected_processes(procs: list[dict[str, Any]], self_pid: int) -> list[dict[str, Any]]:
+    """One device's list as the adapter merges NVML's two: the compute list's processes ("C", "C+G") in order, then
+    the graphics-only ones ("G"); each once, with its type."""
     result = []
-    for proc in procs:
-        pid = self_pid if proc["pid"] == "self" else proc["pid"]
-        used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
-        result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid})
+    for graphics_only in (False, True):
+        for proc in procs:
+            kind = proc.get("type", "C")
+            if (kind == "G") != graphics_only:
+                continue
+            pid = self_pid if proc["pid"] == "self" else proc["pid"]
+            used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
+            result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid, "type": kind})
     return result
 
 
@@ -519,8 +546,11 @@ def _merged(mig_devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen = by_pid.get(proc["pid"])
             if seen is None:
                 by_pid[proc["pid"]] = dict(proc)
-            elif seen["used_mib"] is not None:
+                continue
+            if seen["used_mib"] is not None:
                 seen["used_mib"] = None if proc["used_mib"] is None else seen["used_mib"] + proc["used_mib"]
+            if seen["type"] != proc["type"]:
+                seen["type"] = "C+G"
     return list(by_pid.values())
 
 
@@ -546,7 +576,7 @@ def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
     them apart)."""
     gpu = dict(gpu)
     if isinstance(gpu["processes"], list):
-        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self")} for p in gpu["processes"]]
+        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self", "type")} for p in gpu["processes"]]
     if gpu.get("mig_devices"):
         gpu["mig_devices"] = [without_owner(d) for d in gpu["mig_devices"]]
     return gpu

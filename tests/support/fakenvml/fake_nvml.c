@@ -20,13 +20,14 @@
  *     utilization_gpu / utilization_memory / temperature <int>
  *     power_mw / power_limit_mw <int>              # absent: NVML_ERROR_NOT_SUPPORTED
  *     lost 1                                       # every call on this GPU: NVML_ERROR_GPU_IS_LOST
- *     process <pid | self> <bytes | unknown>       # self: getpid(); unknown: ULLONG_MAX
+ *     process <pid | self> <bytes | unknown> [C | G | C+G]  # self: getpid(); unknown: ULLONG_MAX; the list(s)
+ *                                                  # it is on: compute (default), graphics, both
  *     mig_mode <current> <pending>                 # 0 or 1 each; absent: the GPU has no MIG (NOT_SUPPORTED)
  *     mig_slots <n>                                # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
  *     mig <slot> <gpu instance id> <compute instance id>  # starts a MIG device of this GPU; mig_* below apply to it
  *     mig_name / mig_uuid <text>
  *     mig_memory_total / mig_memory_used / mig_memory_reserved <bytes>
- *     mig_process <pid | self> <bytes | unknown>
+ *     mig_process <pid | self> <bytes | unknown> [C | G | C+G]
  * Error injection names the handle: "<gpu>" the GPU's own handle, "<gpu>:<slot>" one of its MIG devices,
  * "<gpu>:*" any of its MIG devices, "*" every call.
  *
@@ -126,9 +127,13 @@ _Static_assert(sizeof(unsigned int) == 4, "MIG mode, slot counts and instance id
 #define MIG_ANY -2 /* error injection: any MIG device of the GPU */
 #define GPU_HANDLE -1 /* error injection and handles: the GPU's own handle, not a MIG device */
 
+#define ON_COMPUTE 1u /* fake_proc.lists: on nvmlDeviceGetComputeRunningProcesses_* */
+#define ON_GRAPHICS 2u /* on nvmlDeviceGetGraphicsRunningProcesses_*; both bits: nvidia-smi's "C+G" */
+
 typedef struct {
     unsigned int pid;
-    unsigned long long used;
+    unsigned long long used; /* a C+G process's one figure: the same on both lists, as the driver gives it */
+    unsigned int lists;
 } fake_proc;
 
 typedef struct fake_gpu {
@@ -236,11 +241,13 @@ static char *unescape(char *s) {
 }
 
 static void parse_process(const char *val, fake_proc *procs, int *nprocs) {
-    char pid[32], used[32];
-    if (*nprocs < MAX_PROCS && sscanf(val, "%31s %31s", pid, used) == 2) {
+    char pid[32], used[32], type[8] = "C";
+    if (*nprocs < MAX_PROCS && sscanf(val, "%31s %31s %7s", pid, used, type) >= 2) {
         fake_proc *p = &procs[(*nprocs)++];
         p->pid = strcmp(pid, "self") == 0 ? (unsigned int)getpid() : (unsigned int)strtoul(pid, NULL, 10);
         p->used = strcmp(used, "unknown") == 0 ? ULLONG_MAX : strtoull(used, NULL, 10);
+        p->lists = strcmp(type, "G") == 0 ? ON_GRAPHICS : strcmp(type, "C+G") == 0 ? ON_COMPUTE | ON_GRAPHICS
+                                                                                  : ON_COMPUTE;
     }
 }
 
@@ -784,15 +791,21 @@ EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t dev, unsigned in
 /* ---- processes: the size-query protocol pynvml relies on (count 0 -> INSUFFICIENT_SIZE) ---- */
 #define NO_INSTANCE 0xFFFFFFFFu /* gpuInstanceId / computeInstanceId of a process outside MIG */
 
-/* Appends the processes of ``procs`` to ``infos`` (when there is room) and counts them in ``n``. */
-static void add_processes(const fake_proc *procs, int nprocs, unsigned int gi, unsigned int ci,
+/* Appends the processes of ``procs`` on list ``list`` (ON_COMPUTE or ON_GRAPHICS) to ``infos`` (when there is
+ * room) and counts them in ``n``. */
+static void add_processes(const fake_proc *procs, int nprocs, unsigned int list, unsigned int gi, unsigned int ci,
                           nvmlProcessInfo_t *infos, unsigned int room, unsigned int *n) {
-    for (int i = 0; i < nprocs; i++, (*n)++) {
-        if (!infos || *n >= room) continue;
+    for (int i = 0; i < nprocs; i++) {
+        if (!(procs[i].lists & list)) continue;
+        if (!infos || *n >= room) {
+            (*n)++;
+            continue;
+        }
         infos[*n].pid = procs[i].pid;
         infos[*n].usedGpuMemory = procs[i].used;
         infos[*n].gpuInstanceId = gi;
         infos[*n].computeInstanceId = ci;
+        (*n)++;
     }
 }
 
@@ -800,18 +813,16 @@ static nvmlReturn_t list_processes(const char *fn, nvmlDevice_t dev, unsigned in
                                    nvmlProcessInfo_t *infos, int graphics) {
     DEVICE(fn, dev);
     if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
-    unsigned int room = *count, n = 0;
-    if (graphics) {
-        /* no graphics processes on these GPUs */
-    } else if (d_.mig) {
-        add_processes(d_.mig->procs, d_.mig->nprocs, d_.mig->gi, d_.mig->ci, infos, room, &n);
+    unsigned int room = *count, n = 0, list = graphics ? ON_GRAPHICS : ON_COMPUTE;
+    if (d_.mig) {
+        add_processes(d_.mig->procs, d_.mig->nprocs, list, d_.mig->gi, d_.mig->ci, infos, room, &n);
     } else if (mig_enabled(d_.gpu)) { /* every instance's processes, as a privileged caller sees them */
         for (int slot = 0; slot < MAX_MIGS; slot++) {
             const fake_mig *m = &migs[d_.gpu->index][slot];
-            if (m->present) add_processes(m->procs, m->nprocs, m->gi, m->ci, infos, room, &n);
+            if (m->present) add_processes(m->procs, m->nprocs, list, m->gi, m->ci, infos, room, &n);
         }
     } else {
-        add_processes(d_.gpu->procs, d_.gpu->nprocs, NO_INSTANCE, NO_INSTANCE, infos, room, &n);
+        add_processes(d_.gpu->procs, d_.gpu->nprocs, list, NO_INSTANCE, NO_INSTANCE, infos, room, &n);
     }
     *count = n;
     if (room < n || (n > 0 && !infos)) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
