@@ -6,7 +6,17 @@
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { closeIcon } from '@jupyterlab/ui-components';
 
-import type { GpuRow, MemoryBar, MigRow, NotebookGroup, OtherProcessRow, ServerView, ShutdownTarget, Shown } from './model';
+import type {
+  GpuRow,
+  MemoryBar,
+  MigRow,
+  NotebookGroup,
+  OtherProcessRow,
+  ProcessTag,
+  ServerView,
+  ShutdownTarget,
+  Shown
+} from './model';
 import { el, line, shown } from './render';
 
 export interface ServerActions {
@@ -37,6 +47,16 @@ function shutdownButton(target: ShutdownTarget, actions: ServerActions, trans: T
   return button;
 }
 
+/** nvidia-smi's type of a graphics process ("G", "C+G") as a small tag, its meaning in the tooltip; null for compute. */
+function typeTag(tag: ProcessTag): HTMLSpanElement | null {
+  if (!tag.text) {
+    return null;
+  }
+  const node = el('span', 'tfgpu-tag tfgpu-type-tag', tag.text, tag.title);
+  node.dataset.type = tag.text;
+  return node;
+}
+
 function notebookRow(group: NotebookGroup, actions: ServerActions, trans: TranslationBundle): HTMLLIElement {
   const row = el('li', 'tfgpu-item tfgpu-notebook', undefined, `${group.label}\n${group.title}`);
   row.dataset.kernelId = group.kernelId;
@@ -56,6 +76,11 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
   // The part that opens the notebook; the shut-down button beside it is a button of its own, not inside it.
   const open = el('span', 'tfgpu-open');
   open.appendChild(el('span', 'tfgpu-item-label', group.label));
+  const tag = typeTag(group.tag);
+  if (tag) {
+    open.classList.add('tfgpu-typed');
+    open.appendChild(tag);
+  }
   if (group.activity) {
     open.appendChild(el('span', 'tfgpu-activity', group.activity, group.activityTitle));
   }
@@ -89,6 +114,10 @@ function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElemen
   label.appendChild(el('span', 'tfgpu-muted', ` ${trans.__('pid %1', proc.pid.text)} · `));
   label.appendChild(shown(proc.user, 'tfgpu-muted'));
   row.appendChild(label);
+  const tag = typeTag(proc.tag);
+  if (tag) {
+    row.appendChild(tag);
+  }
   if (proc.otherServer) {
     row.classList.add('tfgpu-other-server');
     row.appendChild(

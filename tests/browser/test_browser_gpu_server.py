@@ -385,6 +385,51 @@ def test_mig_devices_are_rows_under_their_gpu(page, gpu_lab, tmp_path):
     expect(row).to_be_visible()
 
 
+def test_graphics_processes_are_tagged_g_and_c_plus_g(page, gpu_lab, tmp_path):
+    """NVML's graphics list in the sidebar: a desktop session ("Xorg", graphics only) is another process tagged "G",
+    a notebook whose kernel renders and computes is its row tagged "C+G" with its memory once, a compute process has
+    no tag; each tag says what it means in its tooltip."""
+    import shutil
+    import subprocess
+
+    from playwright.sync_api import expect
+
+    lab = gpu_lab.lab
+    write_notebook(lab.root / "render.ipynb")
+    xorg = tmp_path / "Xorg"  # a process named as a desktop session's X server is (its /proc comm)
+    shutil.copy(shutil.which("sleep"), xorg)
+    desktop = subprocess.Popen([str(xorg), "600"])
+    try:
+        wait_for_app(page)
+        open_notebook(page, "render.ipynb")
+        pid = gpu_lab.kernel_pid("render.ipynb")
+        gpu_lab.write(shared_config([{"pid": pid, "used": 3072 * MIB, "type": "C+G"},
+                                     {"pid": desktop.pid, "used": 180 * MIB, "type": "G"}], h100_used_mib=4200))
+        sidebar = open_sidebar(page)
+        h100 = gpu_block(sidebar, 1)
+        row = h100.locator(f'.tfgpu-notebook[data-kernel-id="{kernel_id(lab, "render.ipynb")}"]')
+        expect(row).to_contain_text("3,072 MiB", timeout=30_000)  # once, not 6,144
+        expect(row.locator(".tfgpu-type-tag")).to_have_text("C+G")
+        assert "type C+G" in row.locator(".tfgpu-type-tag").get_attribute("title")
+        expect(row.locator(".tfgpu-shutdown")).to_have_count(1)
+        x_row = h100.locator(".tfgpu-process", has_text="Xorg")
+        expect(x_row).to_contain_text(f"pid {desktop.pid}")
+        expect(x_row.locator(".tfgpu-type-tag")).to_have_text("G")
+        assert "graphics process list" in x_row.locator(".tfgpu-type-tag").get_attribute("title")
+        expect(x_row).to_contain_text("180 MiB")
+        foreign = h100.locator(".tfgpu-process", has_text=f"pid {FOREIGN_PID}")
+        expect(foreign.locator(".tfgpu-type-tag")).to_have_count(0)
+        # The tag sits between the name and the memory, none of them cut short.
+        for locator in (row, x_row):
+            tag, figure = locator.locator(".tfgpu-type-tag").bounding_box(), \
+                locator.locator(".tfgpu-item-figure").first.bounding_box()
+            assert tag["x"] + tag["width"] <= figure["x"], (tag, figure)
+        shoot(page, h100, tmp_path, "sidebar-graphics")
+    finally:
+        desktop.kill()
+        desktop.wait()
+
+
 def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
     """JupyterHub stopped and started the user's server: the page's session is gone. The sidebar says so, with a
     Reload button, instead of "retrying" forever; the line goes once a request succeeds again."""

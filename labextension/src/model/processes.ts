@@ -32,9 +32,56 @@ export interface GpuProcess {
   used_mib: number | null | NA;
   name: string | null | NA;
   user: string | null | NA;
+  /** nvidia-smi's Type: "C" compute, "G" graphics, "C+G" both (one process, its memory once); absent: "C". */
+  type?: ProcessType | string;
   kernel: ProcessKernel | null;
   /** This server's kernel or its child (or, with `own_processes` "user", any process of the server's OS user). */
   mine?: boolean;
+}
+
+export type ProcessType = 'C' | 'G' | 'C+G';
+
+/** A row's tag for processes that are not compute only, as nvidia-smi types them; compute processes have none. */
+export interface ProcessTag {
+  /** "G" or "C+G"; "" for compute only (no tag). */
+  text: string;
+  title: string;
+}
+
+export const NO_TAG: ProcessTag = { text: '', title: '' };
+
+/**
+ * The tag of one process, or of a notebook's processes together (a graphics one and a compute one make "C+G"):
+ * "G" where every one is graphics only, "C+G" where compute and graphics meet, none where all are compute.
+ * A missing or unknown type counts as compute (the server's document before graphics lists were read).
+ */
+export function processTag(types: Iterable<unknown>, trans: Trans = plainTrans): ProcessTag {
+  let compute = false;
+  let graphics = false;
+  for (const type of types) {
+    if (type === 'G' || type === 'C+G') {
+      graphics = true;
+    }
+    if (type !== 'G') {
+      compute = true;
+    }
+  }
+  if (!graphics) {
+    return NO_TAG;
+  }
+  return compute
+    ? {
+        text: trans.__('C+G'),
+        title: trans.__(
+          'Compute and graphics: on both of NVML’s process lists (nvidia-smi’s type C+G); its memory is counted once.'
+        )
+      }
+    : {
+        text: trans.__('G'),
+        title: trans.__(
+          'Graphics: on NVML’s graphics process list (nvidia-smi’s type G), as a desktop session or an OpenGL or Vulkan program is.'
+        )
+      };
 }
 
 /** Which processes count as the user's: "user" (the server's OS user's) or "server" (this server's kernels only). */
@@ -84,6 +131,8 @@ export interface NotebookGroup {
   title: string;
   /** Set where the kernel's own process is on the GPU (not only a child of it): the row offers "Shut down". */
   shutdown: ShutdownTarget | null;
+  /** "G" or "C+G" where its processes there include graphics ones (nvidia-smi's type), else no tag. */
+  tag: ProcessTag;
 }
 
 /** A process on a GPU that belongs to no kernel of this server. */
@@ -95,6 +144,8 @@ export interface OtherProcessRow {
   memory: Shown;
   /** "" or a tag: under JupyterHub, a process of the same OS user that is another server's, not this one's. */
   otherServer: string;
+  /** "G" or "C+G" for a graphics process (nvidia-smi's type), else no tag. */
+  tag: ProcessTag;
   title: string;
 }
 
@@ -172,6 +223,7 @@ export function groupByNotebook(
     used: number;
     unknown: number;
     pids: string[];
+    types: unknown[];
     order: number;
     /** Its own process is on this GPU (not only children). */
     ownProcess: boolean;
@@ -183,7 +235,7 @@ export function groupByNotebook(
     if (kernel && typeof kernel.id === 'string') {
       let acc = byKernel.get(kernel.id);
       if (!acc) {
-        acc = { kernel, used: 0, unknown: 0, pids: [], order, ownProcess: false };
+        acc = { kernel, used: 0, unknown: 0, pids: [], types: [], order, ownProcess: false };
         byKernel.set(kernel.id, acc);
       }
       if (isNumber(proc.used_mib)) {
@@ -194,8 +246,13 @@ export function groupByNotebook(
       if (kernel.relation === 'kernel') {
         acc.ownProcess = true;
       }
+      acc.types.push(proc.type);
+      const tag = processTag([proc.type], trans);
+      const pid = show(proc.pid, String, trans, undefined, words).text;
       acc.pids.push(
-        trans.__('pid %1 (%2)', show(proc.pid, String, trans, undefined, words).text, relationWords(kernel.relation, trans))
+        tag.text
+          ? trans.__('pid %1 (%2, %3)', pid, relationWords(kernel.relation, trans), tag.text)
+          : trans.__('pid %1 (%2)', pid, relationWords(kernel.relation, trans))
       );
       return;
     }
@@ -207,6 +264,7 @@ export function groupByNotebook(
     const user = show(proc.user, String, trans, undefined, words);
     const memory = show(proc.used_mib, v => formatMiB(v, trans), trans, undefined, words);
     const otherServer = otherServerTag(proc, user, owners, trans);
+    const tag = processTag([proc.type], trans);
     others.push({
       key: `pid-${pid.text}-${others.length}`,
       name,
@@ -214,10 +272,12 @@ export function groupByNotebook(
       user,
       memory,
       otherServer,
+      tag,
       title: [
         name.title,
         user.title,
         memory.title,
+        tag.title,
         otherServer
           ? trans.__("Not this server's: it runs as the same OS user, but belongs to another Jupyter server (another user's, under JupyterHub).")
           : ''
@@ -280,7 +340,8 @@ export function groupByNotebook(
       isFront,
       mark: isFront ? trans.__('this notebook') : '',
       title: titleLines.join('\n'),
-      shutdown: acc.ownProcess ? { kernelId: id, name: kernelCalled(acc.kernel, sessions, trans) } : null
+      shutdown: acc.ownProcess ? { kernelId: id, name: kernelCalled(acc.kernel, sessions, trans) } : null,
+      tag: processTag(acc.types, trans)
     });
   }
   // The biggest users first; equal ones in NVML's order.
