@@ -64,9 +64,9 @@ try:
     magic("visible 7")
 except UsageError as err:
     print("ERR", err)
-magic("visible auto")
+magic("visible auto")  # the T4 (GPU 2): the H100 is freer, but another process computes there
 print("AUTO", os.environ["CUDA_VISIBLE_DEVICES"])
-magic("limit 25% --gpu 1")
+magic("limit 25% --gpu 2")
 print(out("export"))
 print(out("devices"))
 """)
@@ -77,8 +77,8 @@ print(out("devices"))
     assert err.startswith("ERR tfgpu: GPU 7 does not exist")
     for name in ("0 (NVIDIA A100-SXM4-40GB)", "1 (NVIDIA H100 80GB HBM3)", "2 (Tesla T4)"):
         assert name in err
-    assert "AUTO 1" in stdout
-    assert "memory_limit=20480" in stdout
+    assert "AUTO 2" in stdout
+    assert "memory_limit=3840" in stdout  # 25% of the T4's 15,360 MiB
     assert "Tesla T4" in stdout and "This kernel: GPU 1" in stdout
 
 
