@@ -58,8 +58,8 @@ def median_us(fns: dict[str, Callable[[], object]], budget_s: float = 4.0, repea
 
 def floor_calls(pynvml, everything: bool = False):
     """The raw pynvml calls for the data, fields read (pynvml structs read each field through Python),
-    in a tight loop: count; per GPU handle, memory, utilization, processes. With ``everything``, also
-    the other per-GPU calls snapshot() makes every time (uuid, temperature, power), so that
+    in a tight loop: count; per GPU handle, memory, utilization, processes (compute and graphics). With
+    ``everything``, also the other per-GPU calls snapshot() makes every time (uuid, temperature, power), so that
     snapshot() minus this is the adapter's own cost."""
     version = pynvml.nvmlMemory_v2
 
@@ -71,6 +71,8 @@ def floor_calls(pynvml, everything: bool = False):
             util = pynvml.nvmlDeviceGetUtilizationRates(handle)
             util.gpu, util.memory  # noqa: B018
             for proc in pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle):
+                proc.pid, proc.usedGpuMemory  # noqa: B018
+            for proc in pynvml.nvmlDeviceGetGraphicsRunningProcesses_v3(handle):  # nvidia-smi's and gpustat's too
                 proc.pid, proc.usedGpuMemory  # noqa: B018
             if everything:
                 pynvml.nvmlDeviceGetUUID(handle)

@@ -83,7 +83,7 @@ QUOTED = {
            NO_NVML: ["NVML library (libnvidia-ml.so.1) not found"],
            FAKE_GPUS: ["not seen", "is a CPU-only build", "pip install 'tensorflow[and-cuda]'"]},
     "02": {BOTH: ["waiting for import", "applied (through CUDA_VISIBLE_DEVICES)", "through CUDA_VISIBLE_DEVICES",
-                  "no GPU to apply to", "TensorFlow sees no GPU (a CPU-only build)"],
+                  "is too late", "TensorFlow has listed its devices"],
            NO_NVML: ["GPU 0 not checked", "needs NVML to see free memory"],
            FAKE_GPUS: ["is a CPU-only build"]},
     "03": {BOTH: ["waiting for import", "no GPU to apply to"]},
@@ -97,8 +97,8 @@ QUOTED = {
 
 # Cells tagged `raises-exception` that succeed in one case (the text says so): there they must show no error.
 SUCCEEDS = {
-    # `visible 1` after the first op: refused with GPU TensorFlow; with this CPU-only build, no GPU to apply to.
-    "02": {BOTH: ["%tfgpu visible 1"], FAKE_GPUS: ["%tfgpu visible auto"]},
+    # `visible auto` before the import: refused without NVML, chosen where NVML lists GPUs.
+    "02": {FAKE_GPUS: ["%tfgpu visible auto"]},
 }
 
 
