@@ -26,7 +26,7 @@ from labsession import (
     open_notebook,
     require_browser,
     run_cell,
-    set_theme,
+    shoot_in_both_themes,
     sidebar,
     write_notebook,
     write_saved,
@@ -96,12 +96,9 @@ def test_a_refused_setting_becomes_restart_and_apply(page, lab, tmp_path):
     expect(apply_status(page)).to_contain_text("Kernel restarted; saved settings applied", timeout=60_000)
     expect(apply_status(page)).to_contain_text("cpus 3")
     page.locator(f"{SIDEBAR} .tfgpu-saved").scroll_into_view_if_needed()
-    for theme in ("JupyterLab Dark", "JupyterLab Light"):  # the saved-settings section after the restart, both themes
-        set_theme(page, theme)
-        expect(page.locator(f"{SIDEBAR} .tfgpu-saved")).to_contain_text("cpus")
-        shot = tmp_path / f"sidebar-saved-{theme.split()[-1].lower()}.png"
-        page.screenshot(path=str(shot))
-        keep_screenshot(shot)
+    # The saved-settings section after the restart, in both themes.
+    shoot_in_both_themes(page, tmp_path, "sidebar-saved",
+                         lambda: expect(page.locator(f"{SIDEBAR} .tfgpu-saved")).to_contain_text("cpus"))
 
     # No cell ran since the restart, yet the kernel has three logical CPUs: the first cell run now shows them.
     page.locator(CELL).nth(2).locator(".jp-InputPrompt").click()  # the notebook has the focus again

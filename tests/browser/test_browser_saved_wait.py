@@ -22,11 +22,10 @@ from labsession import (
     Lab,
     apply_status,
     cell_output,
-    keep_screenshot,
     open_notebook,
     require_browser,
     run_cell,
-    set_theme,
+    shoot_in_both_themes,
     sidebar,
     write_saved,
 )
@@ -79,13 +78,7 @@ def test_a_saved_wait_shows_its_progress_and_cancel_ends_it(page, lab, tmp_path)
     print(f"waiting shown {time.monotonic() - started:.1f} s after opening")
 
     bar.locator(".tfgpu-saved").scroll_into_view_if_needed()
-    for theme in ("JupyterLab Dark", "JupyterLab Light"):
-        set_theme(page, theme)
-        expect(progress).to_be_visible()
-        page.mouse.move(0, 0)
-        shot = tmp_path / f"sidebar-wait-{theme.split()[-1].lower()}.png"
-        page.screenshot(path=str(shot))
-        keep_screenshot(shot)
+    shoot_in_both_themes(page, tmp_path, "sidebar-wait", lambda: expect(progress).to_be_visible())
 
     cancel.click()
     verdict = bar.locator(".tfgpu-saved .tfgpu-verdict")

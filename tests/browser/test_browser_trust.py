@@ -32,7 +32,6 @@ from labsession import (
     cell_output,
     close_notebook,
     consent_box,
-    keep_screenshot,
     kernel_expression,
     notebook_signed,
     open_notebook,
@@ -42,7 +41,7 @@ from labsession import (
     restart_kernel,
     run_cell,
     saved_metadata,
-    set_theme,
+    shoot_in_both_themes,
     shut_down_kernel,
     sidebar,
     sign_notebook,
@@ -211,13 +210,7 @@ def test_apply_in_the_box_is_remembered_on_the_server_for_every_workspace(page, 
     expect(box.get_by_role("button", name="Apply saved settings")).to_be_enabled()
 
     box.scroll_into_view_if_needed()
-    for theme in ("JupyterLab Dark", "JupyterLab Light"):
-        set_theme(page, theme)
-        expect(box).to_be_visible()
-        page.mouse.move(0, 0)
-        shot = tmp_path / f"sidebar-consent-{theme.split()[-1].lower()}.png"
-        page.screenshot(path=str(shot))
-        keep_screenshot(shot)
+    shoot_in_both_themes(page, tmp_path, "sidebar-consent", lambda: expect(box).to_be_visible())
 
     box.get_by_role("button", name="Apply saved settings").click()
     expect(apply_status(page)).to_contain_text("Saved settings applied: cpus 2", timeout=60_000)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fakeclock import Clock
 from gpu_fakes import NA, gpu
 
 from tfgpu_magic.core import control
@@ -62,17 +63,6 @@ def controller(tmp_path: Path, snaps) -> Controller:
 
 def change(ctl: Controller, line: str):
     return ctl.change(parse_change(line))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from fakeclock import Clock
 
 from tfgpu_magic.core.plan import PlanError
 from tfgpu_magic.core.waiting import Claims, holder_name, parse_duration, wait_until
@@ -68,17 +69,6 @@ def test_the_holder_is_named_by_its_kernel_connection_file(monkeypatch):
     assert holder_name() == "kernel 4f2c8a1e"
     monkeypatch.setattr(sys, "argv", ["python"])
     assert holder_name().startswith("pid ")
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def test_the_wait_loop_times_out_reports_progress_and_stops_on_ctrl_c():

@@ -362,6 +362,18 @@ def set_theme(page, name: str) -> None:
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=30_000)
 
 
+def shoot_in_both_themes(page, folder: Path, name: str, check) -> None:
+    """``name``-dark.png and ``name``-light.png of the page, each after ``check()`` held in that theme (kept with
+    keep_screenshot); the mouse is moved off the page so no hover shows."""
+    for theme in ("JupyterLab Dark", "JupyterLab Light"):
+        set_theme(page, theme)
+        check()
+        page.mouse.move(0, 0)
+        shot = folder / f"{name}-{theme.split()[-1].lower()}.png"
+        page.screenshot(path=str(shot))
+        keep_screenshot(shot)
+
+
 # -- a notebook's kernel seen from outside, and code shipped beside a notebook: tests/browser/test_browser_trust.py ---
 SHADOW_CODE = "open({marker!r}, 'a').write(__name__ + '\\n')\n"
 
