@@ -24,20 +24,13 @@ from fakenvml import (
 GRAPHICS_V3 = "nvmlDeviceGetGraphicsRunningProcesses_v3"
 
 
-def one_snapshot(fake, config):
-    fake.write(config)
-    pid, (snap,) = fake.snapshots()
-    assert snap["available"] is True and snap["error"] is None
-    return pid, snap
-
-
 def rows(processes):
     return [(p["pid"], p["used_mib"], p["type"]) for p in processes]
 
 
 def test_graphics_processes_are_listed_and_typed(fake_nvml):
     config = graphics_gpus()
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     a100, h100, t4 = snap["gpus"]
     # Compute processes in NVML's order, then the graphics-only ones.
     assert rows(a100["processes"]) == [(1, 1000, "C"), (3999901, 29000, "C"), (3999911, 180, "G")]
@@ -51,7 +44,7 @@ def test_graphics_processes_are_listed_and_typed(fake_nvml):
 def test_a_graphics_process_has_its_name_and_user_from_proc(fake_nvml):
     config = three_gpus()
     config["gpus"][2]["processes"] = [{"pid": 1, "used": 64 * MIB, "type": "G"}]
-    _, snap = one_snapshot(fake_nvml, config)
+    _, snap = fake_nvml.one_snapshot(config)
     init, = snap["gpus"][2]["processes"]
     with open("/proc/1/comm") as f:
         assert (init["name"], init["type"], init["used_mib"]) == (f.read().strip(), "G", 64)
@@ -82,7 +75,7 @@ def test_graphics_list_refused_makes_the_list_missing_and_says_which(fake_nvml, 
     """Half a list would leave memory unattributed without saying so: the GPU's list is missing, named as the
     graphics list; the other GPUs keep theirs, graphics processes included."""
     config = dict(graphics_gpus(), errors={GRAPHICS_V3: {"gpu": 1, "code": code}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert_unavailable(snap["gpus"][1]["processes"], reason, "graphics processes")
     assert snap["gpus"][1]["error"] is None and snap["gpus"][1]["memory_total_mib"] == 81920
     assert [without_owner(snap["gpus"][i]) for i in (0, 2)] == [expected_gpu(config, i, pid) for i in (0, 2)]
@@ -91,14 +84,14 @@ def test_graphics_list_refused_makes_the_list_missing_and_says_which(fake_nvml, 
 def test_graphics_list_not_supported_is_an_empty_graphics_list(fake_nvml):
     """A device with no graphics list runs no graphics processes: its compute list stands."""
     config = dict(graphics_gpus(), errors={GRAPHICS_V3: {"gpu": 0, "code": "NOT_SUPPORTED"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert rows(snap["gpus"][0]["processes"]) == [(1, 1000, "C"), (3999901, 29000, "C")]
     assert [without_owner(snap["gpus"][i]) for i in (1, 2)] == [expected_gpu(config, i, pid) for i in (1, 2)]
 
 
 def test_gpu_lost_at_the_graphics_list_is_the_whole_gpu_lost(fake_nvml):
     config = dict(graphics_gpus(), errors={GRAPHICS_V3: {"gpu": 2, "code": "GPU_IS_LOST"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert_unavailable(snap["gpus"][2]["error"], "gpu_lost", "GPU 2")
     assert snap["gpus"][2]["processes"] == snap["gpus"][2]["error"]
     assert [without_owner(snap["gpus"][i]) for i in (0, 1)] == [expected_gpu(config, i, pid) for i in (0, 1)]
@@ -119,7 +112,7 @@ def _mig_with_graphics():
 
 def test_mig_devices_list_graphics_processes_and_the_parent_joins_them(fake_nvml):
     config = _mig_with_graphics()
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     first, second = gpu["mig_devices"]
     assert rows(first["processes"]) == [(pid, 1000, "C+G"), (3999913, 40, "G")]
@@ -131,7 +124,7 @@ def test_mig_devices_list_graphics_processes_and_the_parent_joins_them(fake_nvml
 
 def test_mig_graphics_list_refused_names_the_device(fake_nvml):
     config = dict(mig_config(), errors={GRAPHICS_V3: {"gpu": 0, "mig": "*", "code": "NO_PERMISSION"}})
-    _, snap = one_snapshot(fake_nvml, config)
+    _, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     for mig in gpu["mig_devices"]:
         assert_unavailable(mig["processes"], "no_permission", "graphics processes")
@@ -141,7 +134,7 @@ def test_mig_graphics_list_refused_names_the_device(fake_nvml):
 
 def test_mig_graphics_list_not_supported_keeps_the_compute_lists(fake_nvml):
     config = dict(_mig_with_graphics(), errors={GRAPHICS_V3: {"gpu": 0, "mig": "*", "code": "NOT_SUPPORTED"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     assert rows(gpu["mig_devices"][0]["processes"]) == [(pid, 1000, "C")]
     assert rows(gpu["processes"]) == [(pid, 1000, "C"), (3999913, 60, "C"), (3999903, 500, "C")]

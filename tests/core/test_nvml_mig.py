@@ -29,19 +29,11 @@ from fakenvml import (
 
 from tfgpu_magic.core import nvml
 
-
-def one_snapshot(fake_nvml, config):
-    fake_nvml.write(config)
-    pid, (snap,) = fake_nvml.snapshots()
-    assert snap["available"] is True and snap["error"] is None
-    return pid, snap
-
-
 # ---- a GPU in MIG mode next to one without MIG ----
 
 def test_mig_devices_every_field(fake_nvml):
     config = mig_config()
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert [without_owner(g) for g in snap["gpus"]] == [expected_gpu(config, i, pid) for i in range(2)]
 
     a100, t4 = snap["gpus"]
@@ -72,14 +64,14 @@ def test_mig_devices_every_field(fake_nvml):
 
 def test_gpus_without_mig_are_unchanged(fake_nvml):
     config = three_gpus()
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert [without_owner(g) for g in snap["gpus"]] == [expected_gpu(config, i, pid) for i in range(3)]
     assert all(g["mig_mode"] is None and g["mig_devices"] == [] for g in snap["gpus"])
 
 
 def test_mig_mode_on_without_instances(fake_nvml):
     config = {"gpus": [mig_gpu(devices=[])]}
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     assert without_owner(gpu) == expected_gpu(config, 0, pid)
     assert (gpu["mig_mode"], gpu["mig_devices"], gpu["mig_error"], gpu["processes"]) == (True, [], None, [])
@@ -89,7 +81,7 @@ def test_mig_mode_off_now_on_after_reset(fake_nvml):
     """Pending on, current off: a whole GPU still (its own processes and utilization); nothing MIG is listed."""
     config = {"gpus": [mig_gpu(mode=0, pending=1, processes=[{"pid": "self", "used": 256 * MIB}],
                                utilization_gpu=7)]}
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     assert without_owner(gpu) == expected_gpu(config, 0, pid)
     assert (gpu["mig_mode"], gpu["mig_pending"], gpu["mig_devices"]) == (False, True, [])
@@ -102,7 +94,7 @@ def test_empty_slots_are_skipped(fake_nvml):
                {"slot": 4, "profile": "1g.5gb", "gpu_instance_id": 11, "compute_instance_id": 0,
                 "memory_total": 4864 * MIB, "memory_used": 100 * MIB}]
     config = {"gpus": [mig_gpu(devices=devices)]}
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     assert without_owner(gpu) == expected_gpu(config, 0, pid)
     assert [(m["index"], m["gpu_instance_id"]) for m in gpu["mig_devices"]] == [(0, 7), (4, 11)]
@@ -114,7 +106,7 @@ def test_one_process_on_two_instances_is_one_process_of_the_parent(fake_nvml):
                {"profile": "3g.20gb", "memory_total": 19968 * MIB, "processes": [{"pid": 3999904, "used": 200 * MIB},
                                                                                  {"pid": 3999905, "used": "unknown"}]}]
     config = {"gpus": [mig_gpu(devices=devices)]}
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, = snap["gpus"]
     assert without_owner(gpu) == expected_gpu(config, 0, pid)
     assert [(p["pid"], p["used_mib"]) for p in gpu["processes"]] == [(3999904, 500), (3999905, None)]
@@ -141,7 +133,7 @@ def test_calls_per_snapshot_stay_few(fake_nvml):
 
 def test_mig_devices_refused_keeps_the_gpu(fake_nvml):
     config = dict(mig_config(), errors={"nvmlDeviceGetMigDeviceHandleByIndex": {"gpu": 0, "code": "NO_PERMISSION"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu, t4 = snap["gpus"]
     assert gpu["error"] is None and gpu["mig_mode"] is True and gpu["mig_devices"] == []
     assert_unavailable(gpu["mig_error"], "no_permission", "MIG device 0", "Insufficient Permissions")
@@ -157,7 +149,7 @@ def test_mig_devices_and_parent_processes_both_refused(fake_nvml):
         "nvmlDeviceGetMigDeviceHandleByIndex": {"gpu": 0, "code": "NO_PERMISSION"},
         "nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 0, "code": "NO_PERMISSION"},
     })
-    _, snap = one_snapshot(fake_nvml, config)
+    _, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     assert_unavailable(gpu["mig_error"], "no_permission")
     assert_unavailable(gpu["processes"], "no_permission", "processes")
@@ -167,13 +159,13 @@ def test_mig_devices_and_parent_processes_both_refused(fake_nvml):
 def test_a_user_without_privileges_still_sees_every_instances_processes(fake_nvml):
     """NVML gives the parent's aggregate list only to a privileged caller; the MIG handles answer anyone."""
     config = dict(mig_config(), errors={"nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 0, "code": "NO_PERMISSION"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     assert [without_owner(g) for g in snap["gpus"]] == [expected_gpu(config, i, pid) for i in range(2)]
 
 
 def test_one_slot_refused_the_others_listed(fake_nvml):
     config = dict(mig_config(), errors={"nvmlDeviceGetMigDeviceHandleByIndex": {"gpu": 0, "mig": 1, "code": "UNKNOWN"}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     assert [m["index"] for m in gpu["mig_devices"]] == [0]
     assert without_owner(gpu["mig_devices"][0]) == expected_gpu(mig_config(), 0, pid)["mig_devices"][0]
@@ -187,7 +179,7 @@ def test_one_slot_refused_the_others_listed(fake_nvml):
 ])
 def test_mig_mode_or_count_fails(fake_nvml, function, code, reason):
     config = dict(mig_config(), errors={function: {"gpu": 0, "code": code}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     assert gpu["error"] is None and gpu["mig_devices"] == []
     assert gpu["name"] == "NVIDIA A100-SXM4-40GB" and gpu["memory_total_mib"] == 40960
@@ -211,7 +203,7 @@ def test_mig_mode_or_count_fails(fake_nvml, function, code, reason):
 def test_one_mig_device_field_fails(fake_nvml, function, fields, code, reason):
     """An error on MIG device 1 only ("mig": 1): that field of that device; the parent and slot 0 are whole."""
     config = dict(mig_config(), errors={function: {"gpu": 0, "mig": 1, "code": code}})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     want = expected_gpu(config, 0, pid)
     got = snap["gpus"][0]
     for field in fields:
@@ -223,7 +215,7 @@ def test_one_mig_device_field_fails(fake_nvml, function, fields, code, reason):
 def test_mig_processes_refused(fake_nvml):
     config = dict(mig_config(), errors={"nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 0, "mig": "*",
                                                                                     "code": "NO_PERMISSION"}})
-    _, snap = one_snapshot(fake_nvml, config)
+    _, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     for mig in gpu["mig_devices"]:
         assert_unavailable(mig["processes"], "no_permission", "processes")
@@ -237,7 +229,7 @@ def test_gpu_lost_through_a_mig_call(fake_nvml, function):
     if function != "nvmlDeviceGetMigDeviceHandleByIndex":
         spec["mig"] = 0
     config = dict(mig_config(), errors={function: spec})
-    pid, snap = one_snapshot(fake_nvml, config)
+    pid, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     assert_unavailable(gpu["error"], "gpu_lost", "GPU 0")
     assert gpu["mig_devices"] == [] and gpu["mig_mode"] == gpu["error"] and gpu["mig_error"] == gpu["error"]
@@ -428,7 +420,7 @@ def test_mig_profile(name, profile):
 
 def test_a_mig_name_without_profile_is_unavailable(fake_nvml):
     config = {"gpus": [mig_gpu(devices=[{"name": "Strange MIG-less name", "memory_total": MIB}])]}
-    _, snap = one_snapshot(fake_nvml, config)
+    _, snap = fake_nvml.one_snapshot(config)
     assert_unavailable(snap["gpus"][0]["mig_devices"][0]["profile"], "error", "profile", "Strange MIG-less name")
 
 

@@ -78,6 +78,13 @@ class FakeNvml:
         out = self.run_json(_SNAPSHOTS.format(n=n))
         return out["pid"], out["snaps"]
 
+    def one_snapshot(self, config: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Describe the GPUs as ``config``, then (the child's pid, one ``snapshot().to_dict()``) that NVML answered."""
+        self.write(config)
+        pid, (snap,) = self.snapshots()
+        assert snap["available"] is True and snap["error"] is None
+        return pid, snap
+
     def calls(self) -> list[str]:
         """NVML functions the children called so far, in order."""
         return self.call_log.read_text().split() if self.call_log.exists() else []
