@@ -711,8 +711,7 @@ def _computes(process) -> bool:
     and graphics processes; core/nvml.py marks each with nvidia-smi's letters ("C", "G", "C+G") in its ``type``
     field. A graphics-only process (a desktop session, an OpenGL viewer) does not keep auto off a GPU; one from a
     snapshot without the field (every process listed was a compute process then) counts as computing."""
-    kind = getattr(process, "type", None) or getattr(process, "kind", None) or "C"
-    return "C" in str(kind)
+    return "C" in str(getattr(process, "type", "C"))
 
 
 def _qualifies(unit: _Unit, floor: int | None) -> bool:
