@@ -9,6 +9,7 @@ import {
   messageWords,
   parseKernelRequest,
   parseValidated,
+  PendingRequests,
   SavedSettings,
   Sections,
   Validated,
@@ -103,20 +104,11 @@ export class NotebookLink {
     if (!comm || !this.canValidate) {
       return Promise.reject(new LinkClosedError('the kernel comm is not connected'));
     }
-    const id = ++this._lastId;
-    const request = { request: 'validate', id, settings };
-    return new Promise<Validated>((resolve, reject) => {
-      const resend = setInterval(() => this._send(request), RESEND_MS);
-      const settle = () => clearInterval(resend);
-      this._pending.set(id, {
-        resolve: v => (settle(), resolve(v)),
-        reject: e => (settle(), reject(e))
-      });
-      if (!this._send(request)) {
-        this._pending.get(id)?.reject(new LinkClosedError('the kernel comm is not connected'));
-        this._pending.delete(id);
-      }
-    });
+    return this._pending.ask(
+      id => ({ request: 'validate', id, settings }),
+      request => this._send(request as { [key: string]: any }),
+      () => new LinkClosedError('the kernel comm is not connected')
+    );
   }
 
   /**
@@ -186,9 +178,7 @@ export class NotebookLink {
       const data = msg.content.data;
       const validated = parseValidated(data);
       if (validated) {
-        const pending = this._pending.get(validated.id);
-        this._pending.delete(validated.id);
-        pending?.resolve(validated);
+        this._pending.answer(validated.id, validated);
         this._setStatus('connected');
         return;
       }
@@ -325,11 +315,7 @@ export class NotebookLink {
   }
 
   private _rejectPending(): void {
-    const pending = [...this._pending.values()];
-    this._pending.clear();
-    for (const p of pending) {
-      p.reject(new LinkClosedError('the kernel comm closed before it answered'));
-    }
+    this._pending.rejectAll(() => new LinkClosedError('the kernel comm closed before it answered'));
   }
 
   private _setStatus(status: LinkStatus): void {
@@ -351,8 +337,7 @@ export class NotebookLink {
   private _paused = false;
   /** The kernel sent its first message on the current comm: it has handled the opening. */
   private _opened = false;
-  private _lastId = 0;
-  private _pending = new Map<number, { resolve(v: Validated): void; reject(e: Error): void }>();
+  private _pending = new PendingRequests<Validated>(RESEND_MS);
   private _changed = new Signal<this, void>(this);
   private _requested = new Signal<this, SavedSettings>(this);
 }

@@ -18,11 +18,13 @@
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
  * - consent.ts: whether they apply without asking (notebook trust, the user's remembered answers);
  * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages;
+ * - requests.ts: requests to the kernel that wait for their answer, sent again until it comes;
  * - statusbar.ts: the status-bar item's text;
  * - savedpanel.ts: a live panel saved in a notebook (its own text, for where it cannot be drawn).
  */
 
 export * from './words.js';
+export * from './requests.js';
 export * from './format.js';
 export * from './processes.js';
 export * from './mig.js';
