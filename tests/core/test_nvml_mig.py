@@ -27,7 +27,7 @@ from fakenvml import (
     write_config,
 )
 
-from tfgpu_magic.core import nvml
+from tfgpu_magic.core import nvml, nvml_mig
 
 # ---- a GPU in MIG mode next to one without MIG ----
 
@@ -445,24 +445,24 @@ def _stub_nv(raise_code=None):
 
 
 def test_driver_without_mig_calls_is_asked_once(monkeypatch):
-    monkeypatch.setattr(nvml, "_mig_calls", True)
-    monkeypatch.setattr(nvml, "_no_mig_uuids", set())
+    monkeypatch.setattr(nvml_mig, "_mig_calls", True)
+    monkeypatch.setattr(nvml_mig, "_no_mig_uuids", set())
     nv, calls = _stub_nv(raise_code=13)  # NVML_ERROR_FUNCTION_NOT_FOUND: a driver before R450
-    assert nvml._mig_mode(nv, "h0", "GPU-a") == (None, None)
-    assert nvml._mig_mode(nv, "h1", "GPU-b") == (None, None)
+    assert nvml_mig.mode(nv, "h0", "GPU-a") == (None, None)
+    assert nvml_mig.mode(nv, "h1", "GPU-b") == (None, None)
     assert calls == ["h0"]
 
 
 def test_not_supported_is_remembered_per_uuid(monkeypatch):
-    monkeypatch.setattr(nvml, "_mig_calls", True)
-    monkeypatch.setattr(nvml, "_no_mig_uuids", set())
+    monkeypatch.setattr(nvml_mig, "_mig_calls", True)
+    monkeypatch.setattr(nvml_mig, "_no_mig_uuids", set())
     nv, calls = _stub_nv(raise_code=3)
-    assert nvml._mig_mode(nv, "h0", "GPU-a") == (None, None)
-    assert nvml._mig_mode(nv, "h0", "GPU-a") == (None, None)
-    assert nvml._mig_mode(nv, "h1", nvml.Unavailable("error")) == (None, None)  # no UUID: nothing to remember
+    assert nvml_mig.mode(nv, "h0", "GPU-a") == (None, None)
+    assert nvml_mig.mode(nv, "h0", "GPU-a") == (None, None)
+    assert nvml_mig.mode(nv, "h1", nvml.Unavailable("error")) == (None, None)  # no UUID: nothing to remember
     assert calls == ["h0", "h1"]
     nv, calls = _stub_nv()
-    assert nvml._mig_mode(nv, "h2", "GPU-b") == (True, False)
+    assert nvml_mig.mode(nv, "h2", "GPU-b") == (True, False)
 
 
 def test_older_driver_generation_reads_mig_too(fake_nvml_r470):
