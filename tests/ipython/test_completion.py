@@ -1,5 +1,6 @@
-"""Tab completion and per-subcommand help, through IPython's own completer (the calls ipykernel makes),
-in a real kernel, and across %load_ext / %unload_ext in a fresh process."""
+"""Tab completion and per-subcommand help, through IPython's own completer (the calls ipykernel makes), and
+across %load_ext / %unload_ext in a fresh process (no TensorFlow). In a real kernel:
+tests/kernel/test_completion_kernel.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import warnings
 
 import pytest
-from harness import SHELL_PRELUDE, kernel_folder, run_tf
+from harness import SHELL_PRELUDE, run_tf
 from IPython.core.completer import provisionalcompleter, rectify_completions
 from IPython.core.error import UsageError
 
@@ -245,23 +246,3 @@ print("OK")
 """)
     assert "%tfgpu growth on|off" in proc.stdout  # the help cell
     assert proc.stdout.strip().endswith("OK")
-
-
-@pytest.mark.kernel
-def test_complete_request_in_a_real_kernel():
-    jupyter_client = pytest.importorskip("jupyter_client")
-    # Like a notebook server's kernel (see test_placement_kernel.py): no PYTHONUNBUFFERED, no pytest marker.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTEST_CURRENT_TEST")}
-    km, kc = jupyter_client.manager.start_new_kernel(kernel_name="python3", env=env, cwd=kernel_folder(),
-                                                     startup_timeout=60)
-    try:
-        reply = kc.execute_interactive("%load_ext tfgpu_magic", timeout=60)
-        assert reply["content"]["status"] == "ok"
-        reply = kc.complete("%tfgpu vi", 9, reply=True, timeout=30)
-        assert reply["content"]["matches"] == ["visible", "virtual"]
-        assert (reply["content"]["cursor_start"], reply["content"]["cursor_end"]) == (7, 9)
-        reply = kc.complete("%tfgpu ", 7, reply=True, timeout=30)
-        assert reply["content"]["matches"] == LINE_SUBCOMMANDS
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
