@@ -48,6 +48,18 @@ def frontend_code(document: dict) -> tuple[str, str]:
     return code, expression
 
 
+def first_cell_by_the_sidebar(document: dict) -> str:
+    """What the sidebar's "Write as first cell" writes: labextension/src/model/saved.ts's firstCellSource, compiled."""
+    node = shutil.which("node")
+    assert node and (ROOT / "lib" / "model" / "index.js").exists(), "needs Node.js and lib/ (make setup builds it)"
+    script = ("import('./lib/model/index.js')"
+              ".then(m => process.stdout.write(m.firstCellSource(JSON.parse(process.argv[1]))))")
+    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def tf_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "CUDA_VISIBLE_DEVICES")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
