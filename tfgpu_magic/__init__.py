@@ -39,24 +39,39 @@ def unload_ipython_extension(ipython):
     unload_extension(ipython)
 
 
-def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None, gpu=None,
-              min_free=None, wait=None):
+class _Configure:
     """The configuring magics as one call: ``configure(cpus=3, growth=True, limit="2GB")``.
 
-    Values take the magics' forms (``visible="1,3"`` or ``[1, 3]``, ``limit="40%"`` or MiB as an
-    int, ``virtual="2x2GB"``, ``"off"``); the magics' options are keywords too: ``gpu`` (``--gpu``),
-    ``min_free`` and ``wait`` (``visible="auto", min_free="20GB", wait="10m"``). Returns one Outcome per
-    setting given; a bad value raises ``ValueError`` (a ``PlanError``) before anything changes."""
-    from .core.importguard import apart_from_tensorflow_import, first_run_over
+    Each keyword is a setting of ``%tfgpu help`` and takes the magic's forms (``visible="1,3"`` or ``[1, 3]``,
+    ``limit="40%"`` or MiB as an int, ``virtual="2x2GB"``, ``"off"``); the magics' options are keywords too: ``gpu``
+    (``--gpu``), ``min_free`` and ``wait`` (``visible="auto", min_free="20GB", wait="10m"``). Returns one Outcome
+    per setting given; a bad value or an unknown keyword raises ``ValueError`` (a ``PlanError``) before anything
+    changes."""
 
-    with apart_from_tensorflow_import("configure"):
-        from .api import configure as _configure
+    def __call__(self, *, gpu=None, **settings):
+        from .core.importguard import apart_from_tensorflow_import, first_run_over
 
-        try:
-            return _configure(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, cpumem=cpumem,
-                              gpu=gpu, min_free=min_free, wait=wait)
-        finally:
-            first_run_over("configure")
+        with apart_from_tensorflow_import("configure"):
+            from .api import configure as _configure
+
+            try:
+                return _configure(gpu=gpu, **settings)
+            finally:
+                first_run_over("configure")
+
+    @property
+    def __signature__(self):
+        # The registry's keywords (help(), Tab and inspect show them), read when asked: `import tfgpu_magic` stays
+        # free of the core.
+        from .api import signature
+
+        return signature()
+
+    def __repr__(self) -> str:
+        return f"<function tfgpu_magic.configure{self.__signature__}>"
+
+
+configure = _Configure()
 
 
 def snapshot(*, list_devices=False):

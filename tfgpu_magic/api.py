@@ -3,16 +3,24 @@ and the same controller; the snapshot with its views."""
 
 from __future__ import annotations
 
+import inspect
+
+from .core import settings as registry
 from .core.changes import from_keywords
 from .core.control import default_controller
 from .core.runtime import Outcome
 from .render.snapshot import ShownSnapshot, take
 
 
-def configure(*, visible=None, growth=None, limit=None, virtual=None, cpus=None, cpumem=None,
-              gpu=None, min_free=None, wait=None) -> tuple[Outcome, ...]:
-    changes = from_keywords(visible=visible, growth=growth, limit=limit, virtual=virtual, cpus=cpus, cpumem=cpumem,
-                            gpu=gpu, min_free=min_free, wait=wait)
+def signature() -> inspect.Signature:
+    """configure()'s keywords as the registry has them now: each setting, its options, and gpu."""
+    names = [*registry.names(), "gpu", *(o for s in registry.settings() for o in s.options)]
+    return inspect.Signature([inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in names],
+                             return_annotation="tuple[Outcome, ...]")
+
+
+def configure(*, gpu=None, **settings) -> tuple[Outcome, ...]:
+    changes = from_keywords(gpu=gpu, **settings)
     # All or nothing before import: one bad value puts the plan and the environment back. A refusal as too late
     # is recorded by the controller, so the panel and the sidebar offer "Restart kernel and apply" for it.
     return default_controller().change_all(changes)

@@ -21,12 +21,12 @@ import pytest
 from fakeclock import Clock
 from gpu_fakes import NA, gpu
 
-from tfgpu_magic.core import control
 from tfgpu_magic.core.changes import parse_change
 from tfgpu_magic.core.control import Controller
 from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot
 from tfgpu_magic.core.plan import PlanError
 from tfgpu_magic.core.runtime import Probe, TFState
+from tfgpu_magic.core.settings import choosing
 from tfgpu_magic.core.waiting import Claims, wait_until
 
 GIB = 1024
@@ -69,7 +69,7 @@ def change(ctl: Controller, line: str):
 def clock(monkeypatch) -> Clock:
     """The wait's clock and sleep, so a wait of minutes takes no time."""
     fake = Clock()
-    monkeypatch.setattr(control, "wait_until", functools.partial(wait_until, clock=fake, sleep=fake.sleep))
+    monkeypatch.setattr(choosing, "wait_until", functools.partial(wait_until, clock=fake, sleep=fake.sleep))
     return fake
 
 

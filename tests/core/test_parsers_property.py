@@ -1,6 +1,7 @@
 """The contract over every parser, for any input: a valid result, or a ValueError (UsageError from the
 magic's own argument parsers) whose message is one line starting `tfgpu:`; nothing else is raised."""
 
+import argparse
 import string
 
 import pytest
@@ -9,7 +10,6 @@ from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
 from tfgpu_magic import api
-from tfgpu_magic.core.changes import visible_change
 from tfgpu_magic.core.placement import parse_device
 from tfgpu_magic.core.plan import (
     MAX_SIZE_MIB,
@@ -23,6 +23,7 @@ from tfgpu_magic.core.plan import (
     parse_visible,
     whole_number,
 )
+from tfgpu_magic.core.settings.visible import VISIBLE
 from tfgpu_magic.core.waiting import parse_duration
 from tfgpu_magic.ipython.magics import _option_value
 from tfgpu_magic.ipython.placement import parse_show_options
@@ -101,7 +102,7 @@ def test_each_subcommands_argument_parser(name, argv):
        st.one_of(st.none(), words), st.one_of(st.none(), words))
 def test_visible_with_min_free_and_wait(spec, floor, wait):
     try:
-        change = visible_change(spec, floor, "%tfgpu visible ...", wait)
+        change = VISIBLE.from_args(argparse.Namespace(spec=spec, min_free=floor, wait=wait), "%tfgpu visible ...")
     except ValueError as err:
         _message_ok(err)
     else:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tfgpu_magic.core import settings
 from tfgpu_magic.core.plan import ALL, Percent, Plan, PlanError, parse_size, parse_virtual, parse_visible, resolve_size
 
 
@@ -41,23 +42,28 @@ def test_virtual_forms():
     assert parse_virtual("1GB,512MiB") == (1024, 512)
 
 
+def planned(plan: Plan, name: str, value, gpu=ALL) -> Plan:
+    """``plan`` with one setting changed, checked as the controller checks it (the setting's own file)."""
+    return settings.get(name).planned(plan, value, gpu)
+
+
 def test_growth_and_limit_exclude_each_other_in_either_order():
     with pytest.raises(PlanError, match="growth off"):
-        Plan().with_growth(True).with_limit(ALL, 1024)
+        planned(planned(Plan(), "growth", True), "limit", 1024)
     with pytest.raises(PlanError, match="limit off"):
-        Plan().with_limit(1, 1024).with_growth(True)
+        planned(planned(Plan(), "limit", 1024, 1), "growth", True)
 
 
 def test_limit_and_virtual_on_one_gpu_conflict_but_not_on_two():
-    plan = Plan().with_limit(0, 1024).with_virtual(1, (512, 512))
-    assert plan.limit_map == {0: 1024} and plan.virtual_map == {1: (512, 512)}
+    plan = planned(planned(Plan(), "limit", 1024, 0), "virtual", (512, 512), 1)
+    assert plan.per_gpu("limit") == {0: 1024} and plan.per_gpu("virtual") == {1: (512, 512)}
     with pytest.raises(PlanError, match="overlaps"):
-        plan.with_virtual(0, (512,))
+        planned(plan, "virtual", (512,), 0)
     with pytest.raises(PlanError, match="overlaps"):
-        plan.with_limit(ALL, 2048)
+        planned(plan, "limit", 2048)
 
 
 def test_off_removes_and_plans_are_values():
-    plan = Plan().with_limit(0, 1024)
-    assert plan.with_limit(0, None) == Plan()
-    assert plan.describe() == [("limit[0]", "1GiB")]
+    plan = planned(Plan(), "limit", 1024, 0)
+    assert planned(plan, "limit", None, 0) == Plan()
+    assert settings.describe(plan) == [("limit[0]", "1GiB")]

@@ -11,12 +11,13 @@ from fakenvml import MIB, three_gpus
 
 import tfgpu_magic
 from tfgpu_magic import api
+from tfgpu_magic.core import settings
 
 
 def test_the_public_configure_has_the_apis_keywords():
-    public, inner = (inspect.signature(f).parameters.keys() for f in (tfgpu_magic.configure, api.configure))
-    assert public == inner
-    assert {"min_free", "wait", "gpu"} <= inspect.signature(tfgpu_magic.configure).parameters.keys()
+    public = inspect.signature(tfgpu_magic.configure).parameters.keys()
+    assert public == api.signature().parameters.keys()
+    assert {"min_free", "wait", "gpu", *settings.names()} <= public
 
 
 def test_the_readmes_call_chooses_a_gpu_with_20gb_free(fake_nvml):

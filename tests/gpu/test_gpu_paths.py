@@ -5,10 +5,20 @@ import gpu_fakes
 import pytest
 from IPython.core.error import UsageError
 
+from tfgpu_magic.core import settings
 from tfgpu_magic.core.control import Change, Controller, RefusedError
 from tfgpu_magic.core.plan import ALL, Percent, Plan, VisibleSpec
 from tfgpu_magic.core.runtime import Adapter, Probe, Status, TFState
 
+
+def P(**values) -> Plan:
+    """A plan of these values, each checked by its setting as the controller checks it; per-GPU ones as {gpu: value}."""
+    plan = Plan()
+    for name, value in values.items():
+        items = value.items() if isinstance(value, dict) else [("all", value)]
+        for gpu, one in items:
+            plan = settings.get(name).planned(plan, one, gpu)
+    return plan
 
 def adapter(tf, state=TFState.IMPORTED, order=(0, 1, 2), totals=None):
     return Adapter(tf, state, list(order), totals or {0: 40960, 1: 23034, 2: 81920})
@@ -16,7 +26,7 @@ def adapter(tf, state=TFState.IMPORTED, order=(0, 1, 2), totals=None):
 
 def test_growth_on_every_visible_gpu():
     tf = gpu_fakes.RecordingTF(2)
-    outcome = adapter(tf, order=(1, 3)).apply("growth", Plan().with_growth(True))
+    outcome = adapter(tf, order=(1, 3)).apply(settings.get("growth"), P(growth=True))
     assert outcome.status is Status.APPLIED
     assert tf.calls == [("set_memory_growth", "/physical_device:GPU:0", True),
                         ("set_memory_growth", "/physical_device:GPU:1", True)]
@@ -27,63 +37,63 @@ def test_growth_on_every_visible_gpu():
 def test_limit_on_one_physical_gpu_lands_on_its_tensorflow_index():
     # CUDA_VISIBLE_DEVICES=1,3: TensorFlow's GPU:1 is physical GPU 3.
     tf = gpu_fakes.RecordingTF(2)
-    adapter(tf, order=(1, 3), totals={1: 16384, 3: 16384}).apply("limit", Plan().with_limit(3, 1024))
+    adapter(tf, order=(1, 3), totals={1: 16384, 3: 16384}).apply(settings.get("limit"), P(limit={3: 1024}))
     assert tf.calls == [("set_logical_device_configuration", "/physical_device:GPU:1", (1024,))]
 
 
 def test_percent_limit_uses_each_gpus_total():
     tf = gpu_fakes.RecordingTF(3)
-    adapter(tf).apply("limit", Plan().with_limit(ALL, Percent(25)))
+    adapter(tf).apply(settings.get("limit"), P(limit={ALL: Percent(25)}))
     assert tf.calls == [("set_logical_device_configuration", f"/physical_device:GPU:{k}", (mib,))
                         for k, mib in enumerate((10240, 5758, 20480))]
 
 
 def test_virtual_split_of_one_gpu():
     tf = gpu_fakes.RecordingTF(1)
-    adapter(tf, order=(0,)).apply("virtual", Plan().with_virtual(ALL, (2048, 2048)))
+    adapter(tf, order=(0,)).apply(settings.get("virtual"), P(virtual={ALL: (2048, 2048)}))
     assert tf.calls == [("set_logical_device_configuration", "/physical_device:GPU:0", (2048, 2048))]
 
 
 def test_limit_off_restores_the_default_before_init():
     tf = gpu_fakes.RecordingTF(1)
     a = adapter(tf, order=(0,))
-    a.apply("limit", Plan().with_limit(ALL, 1024))
-    a.apply("limit", Plan())
+    a.apply(settings.get("limit"), P(limit={ALL: 1024}))
+    a.apply(settings.get("limit"), Plan())
     assert tf.calls[-1] == ("set_logical_device_configuration", "/physical_device:GPU:0", None)
 
 
 def test_visible_after_enumeration_goes_through_set_visible_devices():
     tf = gpu_fakes.RecordingTF(3)
-    outcome = adapter(tf, TFState.ENUMERATED).apply("visible", Plan().with_visible(VisibleSpec(indices=(2,))))
+    outcome = adapter(tf, TFState.ENUMERATED).apply(settings.get("visible"), P(visible=VisibleSpec(indices=(2,))))
     assert tf.calls == [("set_visible_devices", ("/physical_device:GPU:2",), "GPU")]
     assert outcome.status is Status.APPLIED
 
 
 def test_visible_before_enumeration_leaves_it_to_cuda_visible_devices():
     tf = gpu_fakes.RecordingTF(3)
-    outcome = adapter(tf, TFState.IMPORTED).apply("visible", Plan().with_visible(VisibleSpec(indices=(2,))))
+    outcome = adapter(tf, TFState.IMPORTED).apply(settings.get("visible"), P(visible=VisibleSpec(indices=(2,))))
     assert tf.calls == [] and "CUDA_VISIBLE_DEVICES" in outcome.detail
 
 
 def test_growth_then_limit_on_other_settings_keep_their_gpus():
     tf = gpu_fakes.RecordingTF(2)
     a = adapter(tf, order=(0, 1))
-    plan = Plan().with_visible(VisibleSpec(indices=(0, 1))).with_virtual(1, (1024, 1024)).with_limit(0, 512)
+    plan = P(visible=VisibleSpec(indices=(0, 1)), virtual={1: (1024, 1024)}, limit={0: 512})
     for setting in ("visible", "limit", "virtual"):
-        a.apply(setting, plan)
+        a.apply(settings.get(setting), plan)
     assert ("set_logical_device_configuration", "/physical_device:GPU:0", (512,)) in tf.calls
     assert ("set_logical_device_configuration", "/physical_device:GPU:1", (1024, 1024)) in tf.calls
 
 
 @pytest.mark.parametrize(("setting", "plan"), [
-    ("growth", Plan().with_growth(True)),
-    ("limit", Plan().with_limit(ALL, 1024)),
-    ("virtual", Plan().with_virtual(0, (1024, 1024))),
-    ("visible", Plan().with_visible(VisibleSpec(indices=(1,)))),
+    ("growth", P(growth=True)),
+    ("limit", P(limit={ALL: 1024})),
+    ("virtual", P(virtual={0: (1024, 1024)})),
+    ("visible", P(visible=VisibleSpec(indices=(1,)))),
 ])
 def test_after_init_a_change_is_refused_before_any_call(setting, plan):
     tf = gpu_fakes.RecordingTF(2, initialized=True)
-    outcome = adapter(tf, TFState.INITIALIZED).apply(setting, plan)
+    outcome = adapter(tf, TFState.INITIALIZED).apply(settings.get(setting), plan)
     assert outcome.status is Status.REFUSED
     assert tf.calls == []
 
@@ -93,7 +103,7 @@ def test_after_listing_a_gpu_cuda_left_out_is_refused_with_why_and_the_fix():
     the refusal says that, and that a restart with the magic first is the way to GPU 1."""
     tf = gpu_fakes.RecordingTF(1)
     a = Adapter(tf, TFState.ENUMERATED, [0], {0: 40960, 1: 23034}, {"CUDA_VISIBLE_DEVICES": "0"})
-    outcome = a.apply("visible", Plan().with_visible(VisibleSpec(indices=(1,))))
+    outcome = a.apply(settings.get("visible"), P(visible=VisibleSpec(indices=(1,))))
     assert outcome.status is Status.NO_DEVICE and tf.calls == []
     assert outcome.detail == ("GPU 1 is not among TensorFlow's GPUs (physical: 0): CUDA read CUDA_VISIBLE_DEVICES=0 "
                               "when TensorFlow listed its devices, and reads it once; for GPU 1, restart the kernel "
@@ -103,7 +113,7 @@ def test_after_listing_a_gpu_cuda_left_out_is_refused_with_why_and_the_fix():
 def test_after_init_the_value_in_force_is_accepted():
     tf = gpu_fakes.RecordingTF(2, initialized=True)
     tf.growth = {d.name: True for d in tf.gpus}
-    outcome = adapter(tf, TFState.INITIALIZED).apply("growth", Plan().with_growth(True))
+    outcome = adapter(tf, TFState.INITIALIZED).apply(settings.get("growth"), P(growth=True))
     assert outcome.status is Status.UNCHANGED and tf.calls == []
 
 
@@ -177,4 +187,4 @@ def test_reset_after_import_drops_only_what_did_not_take_effect(shell):
     shell.run_line_magic("tfgpu", "growth on")
     assert controller.outcomes["growth"].status is Status.NO_GPU
     assert controller.reset() == ["growth"]
-    assert controller.plan == Plan().with_cpus(2)
+    assert controller.plan == P(cpus=2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
 from .inputs import OFF_WORDS, ON_WORDS, shown, whole_number
@@ -210,123 +210,54 @@ def parse_count(text: str, *, what: str, maximum: int = 256) -> int:
     return count
 
 
-def _gpu_key(gpu: int | str) -> str:
+def gpu_key(gpu: int | str) -> str:
     return "every visible GPU" if gpu == ALL else f"GPU {gpu}"
 
 
-@dataclass(frozen=True)
 class Plan:
-    """What the user asked for. Every ``with_*`` returns a new, validated Plan or raises PlanError,
-    so a refused change never leaves a half-changed plan behind."""
+    """What the user asked for: each asked setting's value under the setting's name (``core/settings`` says what
+    each means and checks it; a per-GPU setting's value is ``((gpu, value), ...)``, ALL first). Immutable and
+    hashable: a change makes a new Plan, so a refused change never leaves a half-changed plan behind. A setting
+    never asked reads as None (``plan.visible``)."""
 
-    visible: VisibleSpec | None = None
-    growth: bool | None = None
-    # gpu (physical index, or ALL) -> size; kept as sorted tuples so the plan stays hashable.
-    limits: tuple[tuple[int | str, int | Percent], ...] = ()
-    virtual: tuple[tuple[int | str, tuple[int | Percent, ...]], ...] = ()
-    cpus: int | None = None
-    # TF_CPU_ALLOCATOR_USE_BFC: TensorFlow's CPU allocator keeps memory figures (per-cell memory without a GPU).
-    cpumem: bool | None = None
+    __slots__ = ("_values",)
 
-    @property
-    def limit_map(self) -> dict[int | str, int | Percent]:
-        return dict(self.limits)
+    def __init__(self, **values):
+        object.__setattr__(self, "_values", {k: v for k, v in values.items() if v is not None and v != ()})
 
-    @property
-    def virtual_map(self) -> dict[int | str, tuple[int | Percent, ...]]:
-        return dict(self.virtual)
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._values.get(name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("a Plan is immutable: use replaced()")
+
+    def replaced(self, name: str, value) -> Plan:
+        """This plan with ``name`` set to ``value`` (None or empty: not asked)."""
+        return Plan(**{**self._values, name: value})
+
+    def per_gpu(self, name: str) -> dict:
+        """A per-GPU setting's values as {gpu: value}."""
+        return dict(self._values.get(name) or ())
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._values)
 
     def is_empty(self) -> bool:
-        return self == Plan()
+        return not self._values
 
-    def with_visible(self, spec: VisibleSpec | None) -> Plan:
-        if spec is not None and spec.auto is not None:
-            raise PlanError("internal: resolve auto to GPU indices before planning")  # a bug, not a user error
-        if spec is not None and not spec.every:
-            hidden = [(what, g) for what, items in (("limit", self.limits), ("virtual", self.virtual))
-                      for g, _ in items if g != ALL and g not in spec.indices]
-            if hidden:
-                what, gpu = hidden[0]
-                raise PlanError(f"visible {spec} would hide GPU {gpu}, which has a {what} setting; run "
-                                f"`%tfgpu {what} off --gpu {gpu}` first, or keep GPU {gpu} visible")
-        return replace(self, visible=spec)
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Plan) and self._values == other._values
 
-    def with_growth(self, on: bool | None) -> Plan:
-        if on:
-            held = [f"limit on {_gpu_key(g)}" for g, _ in self.limits] + [
-                f"virtual split of {_gpu_key(g)}" for g, _ in self.virtual]
-            if held:
-                raise PlanError(
-                    f"growth on conflicts with the {held[0]}: TensorFlow cannot combine memory growth with a "
-                    "memory limit or virtual GPUs on one GPU; run `%tfgpu limit off` / `%tfgpu virtual off` first")
-        return replace(self, growth=on)
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._values.items())))
 
-    def with_limit(self, gpu: int | str, size: int | Percent | None) -> Plan:
-        limits = self.limit_map
-        if size is None:
-            limits.pop(gpu, None)
-        else:
-            self._check_visible("limit", gpu)
-            self._check_no_growth("limit", gpu)
-            self._check_disjoint(gpu, self.virtual_map, "limit", "a virtual split",
-                                 "a limit is a virtual split into one device: use one or the other")
-            limits[gpu] = size
-        return replace(self, limits=_sorted_items(limits))
-
-    def with_virtual(self, gpu: int | str, sizes: tuple[int | Percent, ...] | None) -> Plan:
-        virtual = self.virtual_map
-        if sizes is None:
-            virtual.pop(gpu, None)
-        else:
-            self._check_visible("virtual", gpu)
-            self._check_no_growth("virtual", gpu)
-            self._check_disjoint(gpu, self.limit_map, "virtual", "a limit",
-                                 "run `%tfgpu limit off` first, or give virtual 1xSIZE")
-            virtual[gpu] = tuple(sizes)
-        return replace(self, virtual=_sorted_items(virtual))
-
-    def with_cpus(self, count: int | None) -> Plan:
-        return replace(self, cpus=count)
-
-    def with_cpumem(self, on: bool | None) -> Plan:
-        return replace(self, cpumem=on)
-
-    def _check_visible(self, what: str, gpu: int | str) -> None:
-        if gpu != ALL and self.visible is not None and not self.visible.every and gpu not in self.visible.indices:
-            raise PlanError(f"{what} on GPU {gpu}: `visible {self.visible}` hides that GPU from TensorFlow, so the "
-                            f"setting could never apply; give --gpu with a visible GPU, or change `visible` first")
-
-    def _check_no_growth(self, what: str, gpu: int | str) -> None:
-        if self.growth:
-            raise PlanError(
-                f"{what} on {_gpu_key(gpu)} conflicts with growth on: TensorFlow cannot combine memory growth "
-                f"with a memory limit or virtual GPUs on one GPU; run `%tfgpu growth off` first")
-
-    @staticmethod
-    def _check_disjoint(gpu, other: dict, what: str, other_name: str, fix: str) -> None:
-        clash = [g for g in other if g == gpu or ALL in (g, gpu)]
-        if clash:
-            raise PlanError(f"{what} on {_gpu_key(gpu)} overlaps {other_name} on {_gpu_key(clash[0])}: {fix}")
-
-    def describe(self) -> list[tuple[str, str]]:
-        """(setting, asked value) pairs in the order they are applied."""
-        out = []
-        if self.visible is not None:
-            out.append(("visible", str(self.visible)))
-        if self.cpus is not None:
-            out.append(("cpus", str(self.cpus)))
-        if self.cpumem is not None:
-            out.append(("cpumem", "on" if self.cpumem else "off"))
-        if self.growth is not None:
-            out.append(("growth", "on" if self.growth else "off"))
-        for gpu, size in self.limits:
-            out.append((f"limit[{gpu}]", format_size(size)))
-        for gpu, sizes in self.virtual:
-            out.append((f"virtual[{gpu}]", ",".join(format_size(s) for s in sizes)))
-        return out
+    def __repr__(self) -> str:
+        return "Plan(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
 
 
-def _sorted_items(mapping: dict) -> tuple:
+def sorted_items(mapping: dict) -> tuple:
     # ALL first, then physical indices in order: the order they are applied and shown in.
     return tuple(sorted(mapping.items(), key=lambda kv: (kv[0] != ALL, kv[0] if kv[0] != ALL else -1)))
 

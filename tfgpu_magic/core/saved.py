@@ -3,7 +3,7 @@
 The notebook's metadata key ``tfgpu`` holds::
 
     {"version": 1, "apply_on_start": true,
-     "settings": {"visible": "1", "cpus": "3", "cpumem": "on", "growth": "on", "limit": "40%",
+     "settings": {"visible": "1", "cpus": "3", "growth": "on", "limit": "40%",
                   "virtual": "2x2GB", "placement": "on"}}
 
 Each value is the argument text of ``%tfgpu <name>``; a per-GPU setting may be a list of them
@@ -22,12 +22,21 @@ from typing import Any
 from .changes import parse_change
 from .inputs import has_controls, short_repr, shown
 from .plan import ALL
+from .settings import SAVED_AFTER, saved_order
+from .settings import settings as registry_settings
 from .version import SAVED_VERSION as VERSION
 
 KEY = "tfgpu"
-# The order they are applied in: the CUDA and CPU settings first, then per-GPU memory, then the log.
-ORDER = ("visible", "cpus", "cpumem", "growth", "limit", "virtual", "placement")
-PER_GPU = ("limit", "virtual")
+PLACEMENT = SAVED_AFTER[0]  # the placement log's switch, saved beside the settings and applied after them
+
+
+def order() -> tuple[str, ...]:
+    """The names a notebook may carry, in the order a kernel start applies them (the registry's, then placement)."""
+    return saved_order()
+
+
+def per_gpu() -> tuple[str, ...]:
+    return tuple(s.name for s in registry_settings() if s.per_gpu)
 
 
 class SavedError(ValueError):
@@ -48,19 +57,20 @@ def normalise(document: Any) -> dict[str, list[str]]:
     settings = document.get("settings", {}) if "settings" in document or "version" in document else document
     if not isinstance(settings, dict):
         raise SavedError(f"tfgpu: the saved settings are {type(settings).__name__}, not an object")
-    unknown = [k for k in settings if k not in ORDER]
+    names, several = order(), per_gpu()
+    unknown = [k for k in settings if k not in names]
     if unknown:
-        raise SavedError(f"tfgpu: unknown saved setting {shown(unknown[0])}; valid: {', '.join(ORDER)}")
+        raise SavedError(f"tfgpu: unknown saved setting {shown(unknown[0])}; valid: {', '.join(names)}")
     out: dict[str, list[str]] = {}
-    for name in ORDER:
+    for name in names:
         value = settings.get(name)
         if value is None:
             continue
         values = value if isinstance(value, list) else [value]
         if not values or not all(isinstance(v, str) and v.strip() for v in values) or (
-                len(values) > 1 and name not in PER_GPU):
+                len(values) > 1 and name not in several):
             raise SavedError(f"tfgpu: saved {name} is {json.dumps(value)[:60]}: expected the text after "
-                             f"`%tfgpu {name}`" + (", or a list of them, one per GPU" if name in PER_GPU else ""))
+                             f"`%tfgpu {name}`" + (", or a list of them, one per GPU" if name in several else ""))
         bad = next((v for v in values if has_controls(v.strip())), None)
         if bad is not None:  # a line break would be a line of Python in a first cell (first_cell)
             raise SavedError(f"tfgpu: saved {name} {shown(bad)} holds a control character (a line break, a tab or "
@@ -71,7 +81,7 @@ def normalise(document: Any) -> dict[str, list[str]]:
 
 def lines(settings: dict[str, list[str]]) -> list[str]:
     """The ``%tfgpu`` lines (without ``%tfgpu``) for normalised settings, in the order they apply."""
-    return [f"{name} {value}" for name in ORDER for value in settings.get(name, ())]
+    return [f"{name} {value}" for name in order() for value in settings.get(name, ())]
 
 
 def first_cell(document: Any) -> str:
@@ -81,7 +91,7 @@ def first_cell(document: Any) -> str:
 
 def check_placement(value: str) -> str:
     if value.lower() not in ("on", "off"):
-        raise SavedError(f"tfgpu: saved placement is {shown(value)}; valid: on, off")
+        raise SavedError(f"tfgpu: saved {PLACEMENT} is {shown(value)}; valid: on, off")
     return value.lower()
 
 
@@ -107,7 +117,7 @@ def parse(document: Any) -> Parsed:
     for name, values in settings.items():
         for value in values:
             try:
-                if name == "placement":
+                if name == PLACEMENT:
                     placement = check_placement(value)
                 else:
                     changes.append(parse_change(f"{name} {value}"))
@@ -168,6 +178,7 @@ def wanted(settings: list[dict], refused: list[dict], placement: str | None) -> 
     for row in refused:
         out[row["setting"]] = [row["asked"]]
     if placement == "on":  # off is where a kernel starts: nothing to save
-        out["placement"] = ["on"]
-    return {name: (values if name in PER_GPU and len(values) > 1 else values[0])
-            for name in ORDER if (values := out.get(name))}
+        out[PLACEMENT] = ["on"]
+    several = per_gpu()
+    return {name: (values if name in several and len(values) > 1 else values[0])
+            for name in order() if (values := out.get(name))}

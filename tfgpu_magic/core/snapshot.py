@@ -14,11 +14,13 @@ from typing import Any
 
 from . import words
 from .assignment import gpus_text
-from .control import Controller, default_controller, environment_notes
+from .control import Controller, default_controller
 from .no_gpu import reason as no_gpu_reason
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, to_jsonable
 from .runtime import TFState, probe
+from .settings import environment_notes
+from .settings.cpus import CPU_FIGURES
 from .version import SNAPSHOT_SCHEMA, __version__
 from .waiting import claims_by_index, gpu_key
 
@@ -284,11 +286,7 @@ def _with_peaks(memory, peaks: dict[str, float]):
 def _no_figures(device: Device, error: str) -> str:
     if device.device_type == "CPU" and "not available" in error:
         # TensorFlow's plain CPU allocator keeps no statistics; its BFC allocator does (and so does oneDNN's,
-        # the default in x86 builds). TensorFlow reads the variable once, when its runtime starts.
-        set_already = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("true", "1")
-        fix = ("TF_CPU_ALLOCATOR_USE_BFC=true was set after TensorFlow's runtime started; restart the kernel and "
-               "run `%tfgpu cpumem on` first" if set_already else
-               "for figures, restart the kernel and run `%tfgpu cpumem on` before TensorFlow's first operation (it "
-               "sets TF_CPU_ALLOCATOR_USE_BFC=true); every logical CPU then reports the one allocator they share")
+        # the default in x86 builds): the setting that asks for it says how.
+        fix = CPU_FIGURES.how_to_get_figures(os.environ)
         return f"no figures: TensorFlow's CPU allocator keeps none in this configuration; {fix}"
     return f"no figures: {error}"

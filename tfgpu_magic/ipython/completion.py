@@ -24,7 +24,6 @@ MAX_LINE = 1000
 # A completer runs on every Tab, and an NVML snapshot reads every GPU (its first also loads the library):
 # the GPU list is read at most this often.
 GPU_CACHE_S = 5.0
-CPU_COUNTS = tuple(str(n) for n in range(1, 9))
 
 _LINE = re.compile(r"^\s*(?P<assign>[A-Za-z_]\w*\s*=\s*)?(?P<escape>%%|%)tfgpu\s(?P<rest>.*)$")
 # `%tfgpu visible?` reaches IPython's object inspector as `visible`, the magic lost: the line is read
@@ -118,19 +117,18 @@ class TfgpuCompleter:
 
     # -- each subcommand ---------------------------------------------------------------------------
     def _spec(self, name: str) -> _Spec:
+        from ..core import settings as registry
+
         words: dict[str, Callable[[str], list[str]]] = {
-            "growth": lambda f: ["on", "off"],
-            "visible": self._visible_words,
-            "limit": lambda f: ["off"],
-            "virtual": lambda f: ["off"],
-            "cpus": lambda f: ["off", *CPU_COUNTS],
-            "cpumem": lambda f: ["on", "off"],
+            setting.name: lambda f, setting=setting: setting.tab_words(f, self._gpu_words(""))
+            for setting in registry.settings()}
+        words.update({
             "panel": lambda f: list(syntax.PANEL_OPTIONS),
             "placement": lambda f: list(syntax.PLACEMENT_WORDS),
             "log": lambda f: list(_log_words()),
             "help": lambda f: list(syntax.SUBCOMMANDS),
             "device": lambda f: self._devices(slash=not f or f.startswith("/")),
-        }
+        })
         if name == "placement show":
             options = {option: _none for option in syntax.SHOW_OPTIONS}
             options["--device"] = lambda f: self._devices(slash=f.startswith("/"))
@@ -149,16 +147,6 @@ class TfgpuCompleter:
                 if option.startswith("--"):
                     options[option] = None if action.nargs == 0 else values.get(option, _none)
         return _Spec(positionals, words.get(name, _none), options)
-
-    def _visible_words(self, fragment: str) -> list[str]:
-        gpus = self._gpu_words("")
-        if "," in fragment:  # a list: the GPUs not in it yet
-            head, _, _ = fragment.rpartition(",")
-            taken = set(head.split(","))
-            return [f"{head},{gpu}" for gpu in gpus if gpu not in taken]
-        if fragment.lower().startswith("auto:"):
-            return [f"auto:{n}" for n in range(1, len(gpus) + 1)]
-        return ["all", "none", "auto", "auto:", *gpus]
 
     # -- the machine -------------------------------------------------------------------------------
     def _magics(self):

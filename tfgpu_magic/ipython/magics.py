@@ -16,7 +16,6 @@ from traitlets import Any, observe, validate
 
 from ..core.inputs import OFF_WORDS, ON_WORDS, short_repr
 from .context import LOADED, configure
-from .syntax import SUBCOMMANDS, USAGE
 
 
 @magics_class
@@ -110,12 +109,12 @@ class TfgpuMagics(Magics):
     def apply_defaults(self) -> None:
         if not (self.default_growth or self.default_cpus):
             return  # the usual case: keep %load_ext from importing the core
-        from ..core.changes import cpus_change, growth_change
+        from ..core.settings.cpus import CPUS
+        from ..core.settings.growth import GROWTH
 
-        if self.default_growth and self.controller.plan.growth is None:
-            configure(self, growth_change("on", "%tfgpu growth on"))
-        if self.default_cpus and self.controller.plan.cpus is None:
-            configure(self, cpus_change(str(self.default_cpus), f"%tfgpu cpus {self.default_cpus}"))
+        for setting, value in ((GROWTH, self.default_growth and True), (CPUS, self.default_cpus)):
+            if value and not setting.asked(self.controller.plan):
+                configure(self, setting.from_keyword(value, None, {}))
 
     @observe("refresh_interval")
     def _refresh_interval_changed(self, change):
@@ -137,7 +136,7 @@ class TfgpuMagics(Magics):
 
     # -- the magic ---------------------------------------------------------------------------------
     @magic_arguments()
-    @argument("subcommand", nargs="?", default="status", help="one of: " + ", ".join(SUBCOMMANDS))
+    @argument("subcommand", nargs="?", default="status", help="a subcommand of the table below (`%%tfgpu help`)")
     @argument("args", nargs=argparse.REMAINDER, help="the subcommand's arguments (`%%tfgpu help`)")
     @line_cell_magic
     # Arguments as written: a saved value such as "{__import__('os').system(...)}" written as a first cell must
@@ -152,7 +151,18 @@ class TfgpuMagics(Magics):
         return dispatch(self, line, cell)
 
 # magic_arguments starts the docstring with "::", an RST literal block marker; %tfgpu? shows plain text.
-TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "").removeprefix("::").lstrip() + "\n" + USAGE
+TfgpuMagics.tfgpu.__doc__ = dedent(TfgpuMagics.tfgpu.__doc__ or "").removeprefix("::").lstrip()
+
+
+def _full_doc() -> str:
+    """`%tfgpu?`: the docstring with the usage table, whose settings' lines come from the registry. IPython's
+    inspector asks an object's getdoc() first; made when asked, %load_ext stays free of the core."""
+    from .syntax import usage
+
+    return TfgpuMagics.tfgpu.__doc__ + "\n" + usage()
+
+
+TfgpuMagics.tfgpu.getdoc = _full_doc
 
 _OFF = (*OFF_WORDS, "")  # an empty option means its default, off
 

@@ -26,11 +26,13 @@ from typing import Any
 import ipywidgets as widgets
 from IPython.core.error import UsageError
 
+from ..core import settings as registry
 from ..core import words
 from ..core.changes import parse_change
 from ..core.live import LiveModel, default_model
 from ..core.plan import ALL, PlanError
 from ..core.saved import first_cell
+from ..core.settings.base import Control
 from ..render import live_html
 from ..render.views import inline
 from .context import configure, loaded_in
@@ -50,23 +52,34 @@ class BareExtension:
     shell: Any = None
 
 
-# (subcommand, label, widget kind, choices or placeholder, the value in force when it was never asked)
-CONTROLS = (
-    ("visible", "visible GPUs", "text", "0 | 1,3 | all | none | auto:1", "all"),
-    ("growth", "memory growth", "choice", ("on", "off"), "off"),
-    ("limit", "memory limit", "text", "4GB | 40% | off  [--gpu I]", "off"),
-    ("cpus", "logical CPUs", "text", "N | off", "off"),
-    ("cpumem", "CPU figures", "choice", ("on", "off"), "off"),
-    ("placement", "placement log", "choice", ("on", "off"), "off"),
-)
-# The settings TensorFlow reads when its runtime starts: fixed from then on.
-FIXED_AT_START = ("visible", "growth", "limit", "cpus", "cpumem")
+PLACEMENT = "placement"  # the placement log's switch: a control of the panel's own, beside the settings'
+_PLACEMENT_CONTROL = Control("placement log", "choice", ("on", "off"), "off")
+
+
+def controls() -> list[tuple[str, Control]]:
+    """(subcommand, its control) for each row of the form: every registered setting with a control (core/settings/),
+    in apply order, then the placement log."""
+    return [*((s.name, s.words.control) for s in registry.settings() if s.words.control), (PLACEMENT,
+                                                                                          _PLACEMENT_CONTROL)]
+
+
+def fixed_at_start() -> list[str]:
+    """The settings TensorFlow reads when its runtime starts: fixed from then on."""
+    return [name for name, _ in controls() if name != PLACEMENT]
+
+
 FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
          "them before its first operation (or `%tfgpu export` for a script).")
 NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
 NOT_ASKED = f"{words.setting_state('not_asked')}: TensorFlow's default"
-NOT_ASKED_WORDS = {"visible": f"{words.setting_state('not_asked')}: every GPU this kernel was given",
-                   "placement": words.setting_state("not_asked")}
+
+
+def _not_asked(control: Control, name: str) -> str:
+    if name == PLACEMENT:
+        return words.setting_state("not_asked")
+    return f"{words.setting_state('not_asked')}: {control.not_asked}" if control.not_asked else NOT_ASKED
+
+
 # label | input | Apply, and under the input what became of it. The label column is as wide as its longest label
 # (never cut); the inputs' column is one width for all, narrower only where the panel is; what became of a setting
 # wraps under its input, so the form fits a narrow panel without cutting anything off.
@@ -93,12 +106,13 @@ def in_force(kernel: dict, environ: Any = None, placement: dict | None = None) -
         rows.setdefault(row["setting"].partition("[")[0], []).append(row)
     refused = {r["setting"]: r["asked"] for r in kernel.get("refused") or ()}
     out = {}
-    for name, _label, _kind, _hint, default in CONTROLS:
+    for name, control in controls():
         asked = rows.get(name)
-        if name == "placement":
+        default = control.default
+        if name == PLACEMENT:
             mode = ((placement or {}).get("status") or {}).get("mode")
             value = mode if mode in ("on", "off") else default
-            found = InForce(value, "" if placement is None else NOT_ASKED_WORDS[name] if mode not in ("on", "off")
+            found = InForce(value, "" if placement is None else _not_asked(control, name) if mode not in ("on", "off")
                             else "capturing" if value == "on" else "not capturing")
         elif asked:
             values = []
@@ -110,12 +124,12 @@ def in_force(kernel: dict, environ: Any = None, placement: dict | None = None) -
             found = InForce("; ".join(values), "; ".join(words.setting_state(s) for s in states), level)
         else:
             value = default
-            variable = {"growth": "TF_FORCE_GPU_ALLOW_GROWTH", "cpumem": "TF_CPU_ALLOCATOR_USE_BFC"}.get(name)
+            variable = control.variable
             if variable and environ.get(variable) in ("true", "false"):
                 value = "on" if environ[variable] == "true" else "off"
                 found = InForce(value, f"{words.setting_state('not_asked')}: {variable}={environ[variable]}")
             else:
-                found = InForce(value, NOT_ASKED_WORDS.get(name, NOT_ASKED))
+                found = InForce(value, _not_asked(control, name))
         if name in refused:
             found = InForce(found.value, f"{found.state}; {refused[name]} {words.setting_state('refused')}: too late "
                             "(it applies after a restart)", "error")
@@ -172,8 +186,8 @@ class Panel(widgets.VBox):
         self._tf_state: str | None = None
         html["notice"] = widgets.HTML()  # why inputs are disabled: once, for the whole tab
         cells: list[widgets.Widget] = []
-        for spec in CONTROLS:
-            cells += self._control_row(*spec)
+        for name, control in controls():
+            cells += self._control_row(name, control.label, control.kind, control.hint, control.default)
         form = widgets.GridBox(cells, layout=widgets.Layout(grid_template_columns=SETTINGS_COLUMNS,
                                                             grid_gap="2px 10px", align_items="center",
                                                             width="100%", margin="4px 0"))
@@ -237,8 +251,9 @@ class Panel(widgets.VBox):
                                                    min_width="0"))
         self._inputs[name], self._buttons[name], self._states[name] = control, button, state
         self._shown[name] = default
-        # overflow visible: a Label cuts its text with an ellipsis when its box is narrower (the column is not).
-        label_ = widgets.Label(label, layout=widgets.Layout(width="auto", overflow="visible", margin="0"))
+        # overflow initial (CSS's initial value, visible): a Label cuts its text with an ellipsis when its box is
+        # narrower (the column is not).
+        label_ = widgets.Label(label, layout=widgets.Layout(width="auto", overflow="initial", margin="0"))
         return [label_, control, button, _spacer(), state, _spacer()]
 
     # -- the controls ----------------------------------------------------------------------------------------
@@ -292,13 +307,14 @@ class Panel(widgets.VBox):
 
     def _run(self, name: str, line: str) -> None:
         ext = self._magics or BareExtension(controller=self.model.controller, live=self.model)
-        if name == "placement":
+        if name == PLACEMENT:
             if ext.placement is None:
                 raise UsageError("tfgpu: placement capture is not available in this installation")
             ext.placement.command(line.split()[1:])
             return
         # One entry per GPU, as the input shows several ("4GiB --gpu 0; 2GiB --gpu 1"): each its own change.
-        parts = [p.strip() for p in line.removeprefix(name).split(";")] if name in ("limit", "virtual") else [None]
+        per_gpu = name != PLACEMENT and registry.get(name).per_gpu
+        parts = [p.strip() for p in line.removeprefix(name).split(";")] if per_gpu else [None]
         try:
             changes = [parse_change(line if p is None else f"{name} {p}") for p in parts if p != ""] or \
                 [parse_change(line)]  # nothing given: the magic's own one-line refusal
@@ -361,11 +377,11 @@ class Panel(widgets.VBox):
         started = state == "initialized"
         capture = getattr(self._magics, "placement", None) is not None
         for name, control in self._inputs.items():
-            off = not capture if name == "placement" else started
+            off = not capture if name == PLACEMENT else started
             control.disabled = self._buttons[name].disabled = off
         reasons = []
         if started:
-            labels = [label for name, label, *_ in CONTROLS if name in FIXED_AT_START]
+            labels = [control.label for name, control in controls() if name in fixed_at_start()]
             reasons.append(FIXED.format(names=", ".join(labels[:-1]) + " and " + labels[-1]))
         if not capture:
             reasons.append(NEEDS_EXTENSION)

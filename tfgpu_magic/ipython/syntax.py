@@ -16,15 +16,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..core.changes import ArgParser
 
-USAGE = """\
+_HEAD = """\
 %tfgpu [status]                      TensorFlow's state, the settings and what became of them, the devices
-%tfgpu devices                       physical and logical devices; GPUs with physical index and TF name
-%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]  SPEC: 0 | 1,3 | all | none | auto | auto:N
-%tfgpu growth on|off                 memory growth on every visible GPU
-%tfgpu limit SIZE|off [--gpu I]      memory cap: 1024 (MiB), 1.5GB, 2GiB, 512MiB or 40% of the GPU
-%tfgpu virtual NxSIZE|SIZE,...|off [--gpu I]  split a GPU into logical GPUs, e.g. 2x2GB
-%tfgpu cpus N|off                    split the CPU into N logical devices (placement lessons without a GPU)
-%tfgpu cpumem on|off                 TensorFlow's CPU allocator keeps memory figures (per-cell memory, no GPU)
+%tfgpu devices                       physical and logical devices; GPUs with physical index and TF name"""
+_TAIL = """\
 %tfgpu placement on|off|show|clear   capture TensorFlow's placement log into the notebook
 %%tfgpu device DEVICE                run the cell under tf.device(DEVICE) and show where its ops ran
 %tfgpu memory [--reset]              TensorFlow allocator memory per device, current and peak; recent cells
@@ -38,9 +33,36 @@ strategy = %tfgpu strategy           a MirroredStrategy over the logical devices
 Configuring magics take effect when TensorFlow is imported (run them first); after TensorFlow's first
 operation a changed setting is refused: restart the kernel and put the magic first.
 GB means GiB (1024 MiB). GPU indices are nvidia-smi's; every view also shows TensorFlow's GPU:N."""
+_COLUMN = 37  # where a usage line's summary starts, unless its left part is longer
 
-SUBCOMMANDS = ("status", "devices", "visible", "growth", "limit", "virtual", "cpus", "cpumem", "placement", "device",
-               "memory", "panel", "log", "export", "strategy", "reset", "help")
+
+def usage() -> str:
+    """The usage table: the views, each registered setting's line (core/settings/), then the rest."""
+    from ..core import settings as registry
+
+    lines = [f"{s.words.usage:<{_COLUMN - 1}} {s.words.summary}" if len(s.words.usage) < _COLUMN - 1
+             else f"{s.words.usage}  {s.words.summary}" for s in registry.settings()]
+    return "\n".join([_HEAD, *lines, _TAIL])
+
+
+_BEFORE = ("status", "devices")
+_AFTER = ("placement", "device", "memory", "panel", "log", "export", "strategy", "reset", "help")
+
+
+def subcommands() -> tuple[str, ...]:
+    from ..core import settings as registry
+
+    return (*_BEFORE, *registry.names(), *_AFTER)
+
+
+def __getattr__(name: str):
+    # The table as it is now: a setting registered after import (a test's) is in it.
+    if name == "USAGE":
+        return usage()
+    if name == "SUBCOMMANDS":
+        return subcommands()
+    raise AttributeError(name)
+
 
 # What `%tfgpu help NAME` says beyond the usage line: why one would run it, and examples.
 DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -50,33 +72,6 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
     "devices": ("Every physical and logical device; each GPU with nvidia-smi's index, TensorFlow's GPU:N, "
                 "memory, utilization and processes.",
                 ("%tfgpu devices", "info = %tfgpu devices --json")),
-    "visible": ("Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N freest GPUs "
-                "among those that qualify: no other process computing on it (a graphics one does not count) and at "
-                "least half its memory free; --min-free SIZE replaces the half. --wait waits (30s, 10m, 2h) for GPUs "
-                "that qualify, showing the best so far; another kernel waiting too takes other GPUs. Without --wait, "
-                "when none qualifies, auto takes the freest and says so. A kernel started with CUDA_VISIBLE_DEVICES "
-                "(by Slurm, Kubernetes, a spawner) chooses among the GPUs it was given, read as CUDA reads it: up to "
-                "the first entry that is no index, GPU- or MIG- UUID. Takes effect when TensorFlow is imported: run "
-                "it first.",
-                ("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto --wait 30m",
-                 "%tfgpu visible auto:2 --min-free 10GB", "%tfgpu visible auto --min-free 20GB --wait 10m",
-                 "%tfgpu visible 2 --min-free 20GB --wait 1h",
-                 "%tfgpu visible none")),
-    "growth": ("Memory growth: each GPU's memory is taken as needed instead of all at once, so other "
-               "notebooks can share the GPU. Takes effect when TensorFlow is imported.",
-               ("%tfgpu growth on",)),
-    "limit": ("A cap on the memory TensorFlow takes on each visible GPU, or on one with --gpu; sizes in MiB "
-              "unless a unit says otherwise, or a percentage of the GPU's total.",
-              ("%tfgpu limit 4GB", "%tfgpu limit 40% --gpu 1", "%tfgpu limit off")),
-    "virtual": ("Split a GPU into logical GPUs of the given sizes, to try multi-GPU code on one GPU.",
-                ("%tfgpu virtual 2x2GB", "%tfgpu virtual 1GB,3GB --gpu 0", "%tfgpu virtual off")),
-    "cpus": ("Split the CPU into N logical devices, so tf.device and MirroredStrategy lessons run without "
-             "a GPU. Takes effect when TensorFlow is imported.",
-             ("%tfgpu cpus 3", "%tfgpu cpus off")),
-    "cpumem": ("TensorFlow's CPU allocator keeps memory figures (TF_CPU_ALLOCATOR_USE_BFC=true), so `%tfgpu memory` "
-               "and the panel show per-cell memory on a machine without a GPU. Takes effect when TensorFlow's "
-               "runtime starts.",
-               ("%tfgpu cpumem on", "%tfgpu cpumem off")),
     "placement": ("Capture TensorFlow's placement log into the notebook: each cell then shows where its ops "
                   "ran. show lists the records kept, filtered by --device, --op, --cell, without TensorFlow's internal "
                   "ones (_Arg, _Retval, a oneDNN _Mkl op beside the op it stands for) unless --all; clear drops "
@@ -111,20 +106,28 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-# The subcommands that read their own arguments (no parser of ours): the placement face's words, a device, a mode.
-OWN_ARGUMENTS = ("placement", "device", "log", "panel")
+# The subcommands without a parser of their own: placement, whose words each have one ("placement show"), and
+# panel, which reads its one option itself.
+OWN_ARGUMENTS = ("placement", "panel")
 PLACEMENT_WORDS = ("on", "off", "show", "clear", "status")
 SHOW_OPTIONS = ("--device", "--op", "--cell", "--limit", "--all")
 PANEL_OPTIONS = ("--close",)
 
 
-@functools.cache
 def parsers() -> dict[str, ArgParser]:
-    """Every subcommand's argument parser but OWN_ARGUMENTS': the configuring ones are the core's (changes.py),
-    the others the face's own. Made once, on first use."""
-    from ..core.changes import PARSERS, ArgParser
+    """Every subcommand's argument parser but OWN_ARGUMENTS': the registered settings' (made fresh: a setting
+    registered later is never missed) and the views' own."""
+    from ..core.changes import parsers as setting_parsers
 
-    made: dict[str, ArgParser] = dict(PARSERS)
+    return {**setting_parsers(), **_view_parsers(), **_placement_parsers()}
+
+
+@functools.cache
+def _view_parsers() -> dict[str, ArgParser]:
+    """The views' own parsers, made once, on first use."""
+    from ..core.changes import ArgParser
+
+    made: dict[str, ArgParser] = {}
     for name in ("status", "devices", "reset", "help", "strategy", "memory", "export"):
         made[name] = ArgParser(name)
     made["help"].add_argument("subcommand", nargs="?", default=None, help="the subcommand to explain, with examples")
@@ -135,11 +138,28 @@ def parsers() -> dict[str, ArgParser]:
     return made
 
 
+@functools.cache
+def _placement_parsers() -> dict[str, ArgParser]:
+    """The placement face's: each placement word's ("placement show"), log's and device's, saying each mistake as
+    these words always have (placement_args.py). Made once, on first use."""
+    from ..core.tflog import MODES
+    from .placement_args import device_parser, log_parser, no_arguments, show_parser
+
+    made: dict[str, ArgParser] = {f"placement {word}": no_arguments(f"placement {word}") for word in PLACEMENT_WORDS}
+    made["placement show"] = show_parser(SHOW_OPTIONS)
+    made["log"] = log_parser(MODES)
+    made["device"] = device_parser()
+    return made
+
+
 def subcommand_help(name: str) -> str:
     """``%tfgpu help NAME``: its lines of the usage table, what it is for, its options and examples."""
     pattern = re.compile(rf"%%?tfgpu \[?{re.escape(name)}\b")
-    lines = [line for line in USAGE.splitlines() if pattern.search(line)]
-    explanation, examples = DETAILS.get(name, ("", ()))
+    lines = [line for line in usage().splitlines() if pattern.search(line)]
+    from ..core import settings as registry
+
+    setting = next((s for s in registry.settings() if s.name == name), None)
+    explanation, examples = (setting.words.help, setting.words.examples) if setting else DETAILS.get(name, ("", ()))
     if explanation:
         lines += ["", textwrap.fill(explanation, width=100)]
     parser = parsers().get(name)

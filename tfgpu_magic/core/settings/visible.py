@@ -1,0 +1,275 @@
+"""``%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]``: which physical GPUs TensorFlow may use, by nvidia-smi's
+numbers; ``auto[:N]`` chooses by the moment (choosing.py). Set through CUDA_VISIBLE_DEVICES before TensorFlow lists
+its devices (also the whole setting in a kernel without TensorFlow), through tf.config.set_visible_devices after."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from ..inputs import printable
+from ..no_gpu import cpu_only
+from ..plan import ALL, Plan, PlanError, VisibleSpec, parse_size, parse_visible, shown
+from ..runtime import Call, Status, Step, TFState, device_name
+from ..waiting import parse_duration
+from ..warn import warn
+from . import choosing
+from .base import Change, Control, Once, RefusedError, Setting, Words, joined, keyword_text, registered, with_detail
+
+VARIABLE = "CUDA_VISIBLE_DEVICES"
+ORDER_VAR = "CUDA_DEVICE_ORDER"
+
+
+class Visible(Setting):
+    name = "visible"
+    value_name = "spec"
+    options = ("min_free", "wait")
+    env_vars = (VARIABLE, ORDER_VAR)
+    read_at = TFState.ENUMERATED  # CUDA reads the variables when TensorFlow lists its devices
+    without_tensorflow = True
+    holds_claims = True  # a new choice replaces the GPUs an older one claimed
+    words = Words(
+        usage="%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]",
+        summary="SPEC: 0 | 1,3 | all | none | auto | auto:N",
+        help="Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N freest GPUs among "
+             "those that qualify: no other process computing on it (a graphics one does not count) and at least half "
+             "its memory free; --min-free SIZE replaces the half. --wait waits (30s, 10m, 2h) for GPUs that qualify, "
+             "showing the best so far; another kernel waiting too takes other GPUs. Without --wait, when none "
+             "qualifies, auto takes the freest and says so. A kernel started with CUDA_VISIBLE_DEVICES (by Slurm, "
+             "Kubernetes, a spawner) chooses among the GPUs it was given, read as CUDA reads it: up to the first entry "
+             "that is no index, GPU- or MIG- UUID. Takes effect when TensorFlow is imported: run it first.",
+        examples=("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto --wait 30m",
+                  "%tfgpu visible auto:2 --min-free 10GB", "%tfgpu visible auto --min-free 20GB --wait 10m",
+                  "%tfgpu visible 2 --min-free 20GB --wait 1h", "%tfgpu visible none"),
+        placeholder="1 / auto / all", control=Control("visible GPUs", "text", "0 | 1,3 | all | none | auto:1", "all",
+                                                       not_asked="every GPU this kernel was given"))
+
+    # -- text to a Change ----------------------------------------------------------------------------------------
+    def parse(self, text: str) -> VisibleSpec:
+        return parse_visible(text)
+
+    def add_arguments(self, parser) -> None:
+        super().add_arguments(parser)
+        parser.add_argument("--min-free", default=None, action=Once,
+                            help="auto: GPUs with this much free memory qualify, in place of half free (with indices: "
+                                 "wait until they have it)")
+        parser.add_argument("--wait", default=None, action=Once,
+                            help="wait up to this long (30s, 10m, 2h) for GPUs that qualify (auto: no other process "
+                                 "computing there, and half its memory free or --min-free)")
+
+    def from_args(self, args, command: str):
+        spec, min_free, wait = args.spec, args.min_free, args.wait
+        parsed = parse_visible(spec)
+        if min_free is not None or wait is not None:
+            if parsed.every or (parsed.auto is None and not parsed.indices):
+                option = "--min-free" if min_free is not None else "--wait"
+                raise PlanError(f"{option} goes with auto, auto:N or GPU indices, not {shown(spec)}")
+            if wait is not None and parsed.auto is None and min_free is None:
+                raise PlanError(f"--wait with GPU indices needs --min-free SIZE (what to wait for), like "
+                                f"`%tfgpu visible {spec} --min-free 10GB --wait 10m`")
+            floor = None if min_free is None else parse_size(min_free, allow_percent=False, what="--min-free size")
+            parsed = VisibleSpec(indices=parsed.indices, auto=parsed.auto, min_free_mib=floor,
+                                 wait_s=None if wait is None else parse_duration(wait))
+        return Change(self.name, parsed, ALL, command)
+
+    def from_keyword(self, value, gpu_text, options: dict):
+        text = "none" if isinstance(value, (list, tuple)) and not value else keyword_text(value)
+        floor, patience = (None if options.get(k) is None else keyword_text(options[k]) for k in self.options)
+        flags = "".join(f" --{flag} {v}" for flag, v in (("min-free", floor), ("wait", patience)) if v)
+        return self.from_args(argparse.Namespace(spec=text, min_free=floor, wait=patience),
+                              f"%tfgpu {self.name} {text}{flags}")
+
+    def tab_words(self, fragment: str, gpus: list[str]) -> list[str]:
+        if "," in fragment:  # a list: the GPUs not in it yet
+            head, _, _ = fragment.rpartition(",")
+            taken = set(head.split(","))
+            return [f"{head},{gpu}" for gpu in gpus if gpu not in taken]
+        if fragment.lower().startswith("auto:"):
+            return [f"auto:{n}" for n in range(1, len(gpus) + 1)]
+        return ["all", "none", "auto", "auto:", *gpus]
+
+    # -- the plan --------------------------------------------------------------------------------------------
+    def hides(self, plan: Plan, gpu) -> bool:
+        """Whether ``plan``'s visible set leaves physical GPU ``gpu`` out (ALL is never hidden)."""
+        spec = self.value(plan)
+        return gpu != ALL and spec is not None and not spec.every and gpu not in spec.indices
+
+    def tf_index(self, plan: Plan, physical: int) -> int:
+        """TensorFlow renumbers the visible GPUs from 0, in the order CUDA_VISIBLE_DEVICES lists them."""
+        spec = self.value(plan)
+        if spec is not None and not spec.every:
+            if physical not in spec.indices:
+                raise PlanError(f"cannot export a setting for GPU {physical}: `visible {spec}` hides it from "
+                                "TensorFlow; turn that setting off or make the GPU visible")
+            return spec.indices.index(physical)
+        return physical
+
+    def planned(self, plan: Plan, value, gpu) -> Plan:
+        if value is not None and value.auto is not None:
+            raise PlanError("internal: resolve auto to GPU indices before planning")  # a bug, not a user error
+        if value is not None and not value.every:
+            hidden = [(other.name, g) for other in registered() if other.per_gpu
+                      for g in other.gpus(plan) if g != ALL and g not in value.indices]
+            if hidden:
+                what, gpu_ = hidden[0]
+                raise PlanError(f"visible {value} would hide GPU {gpu_}, which has a {what} setting; run "
+                                f"`%tfgpu {what} off --gpu {gpu_}` first, or keep GPU {gpu_} visible")
+        return super().planned(plan, value, gpu)
+
+    # -- against the machine ---------------------------------------------------------------------------------
+    needs_given = True  # refused whole when this kernel's given set cannot be matched
+
+    def needs_inventory(self, change) -> bool:
+        return True
+
+    def named_gpus(self, change, value) -> list[int]:
+        return list(value.indices) if isinstance(value, VisibleSpec) else []
+
+    def choose(self, controller, change):
+        value = change.value
+        if not (isinstance(value, VisibleSpec) and value.chooses):
+            return None
+        return choosing.choose_claiming(controller, change, controller.check_given)
+
+    def resolve(self, controller, change, value, snap, given):
+        if not isinstance(value, VisibleSpec):
+            return value, ""
+        if value.min_free_mib is not None and snap is not None and snap.available \
+                and snap.error is None and given.error is None:
+            choosing.check_reachable(change.command, value, snap, given)  # a saved 15TiB --wait 7d would hold a start
+        if value.auto is not None:
+            return choosing.pick_once(f"%tfgpu visible {value}", value, snap, given, by_index=controller.rehearses)
+        if value.mig:
+            return self._resolve_mig(change, value, snap, given), ""
+        return value, ""
+
+    @staticmethod
+    def _resolve_mig(change, spec: VisibleSpec, snap, given) -> VisibleSpec:
+        """A MIG UUID or unique prefix -> the MIG device's full UUID, checked against NVML and the given set."""
+        asked = spec.mig[0]
+        if snap is None or not snap.available or snap.error is not None:
+            raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
+                            f"({choosing.why(snap.error if snap else None)})")
+        found = snap.mig_device(asked)
+        if found is None:
+            listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
+            several = sum(isinstance(m.uuid, str) and m.uuid.lower().startswith(asked.lower())
+                          for _, m in snap.mig_devices()) > 1
+            what = "is a prefix of several MIG devices" if several else "matches no MIG device NVML lists"
+            raise PlanError(f"`{change.command}` refused: {asked} {what} (MIG devices: {printable(listed)}); give "
+                            "more of its UUID, as `%tfgpu devices` shows it")
+        parent, mig = found
+        if not given.allows_mig(mig.uuid, parent.index):
+            raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
+        return VisibleSpec(mig=(mig.uuid,))
+
+    # -- the environment -------------------------------------------------------------------------------------
+    def env(self, controller, value, plan: Plan, state, given, snap) -> dict[str, str | None]:
+        spec = self.value(plan)
+        order = controller.environ.get(ORDER_VAR)
+        if order not in (None, "PCI_BUS_ID") and not controller.saved_env_has(ORDER_VAR):
+            warn(f"tfgpu: {ORDER_VAR}={order} numbers GPUs differently from nvidia-smi; setting it to PCI_BUS_ID so "
+                 "the indices you give are nvidia-smi's")
+        if spec.every:
+            visible = given.raw if given.restricted else None  # every GPU this kernel was given: the value it got
+        elif spec.mig:
+            visible = spec.mig[0]
+        else:
+            visible = controller.assignment.value_for(given, spec.indices, (), snap)
+        return {VARIABLE: visible, ORDER_VAR: "PCI_BUS_ID"}
+
+    @staticmethod
+    def _said(env) -> str:
+        value = env.get(VARIABLE)
+        return f"{VARIABLE}={value if value is not None else '(unset: all)'}"
+
+    def without_tensorflow_detail(self, env) -> str:
+        """A PyTorch, JAX or CuPy kernel: the variable is the whole setting, read when CUDA first starts here."""
+        return f"{self._said(env)}; read when a framework (PyTorch, JAX, CuPy) first starts CUDA in this kernel"
+
+    def after_apply(self, change, value, outcome, env: dict, changed: dict, read: dict, state):
+        """A CPU-only build after TensorFlow listed its devices: the variable was read then, so a visible set that
+        moves it is too late (recorded, it would show a set this process does not have). Before the listing, the
+        variables are the whole setting: say which."""
+        moved = VARIABLE in env and env[VARIABLE] != read.get(VARIABLE)
+        if outcome.status is Status.NO_GPU and moved and state >= TFState.ENUMERATED:
+            command = change.command or f"%tfgpu visible {value}"
+            had = read.get(VARIABLE)
+            shown_var = f"{VARIABLE}={had}" if had is not None else f"{VARIABLE} unset (every GPU)"
+            raise RefusedError(f"`{command}` is too late: TensorFlow has listed its devices, and {shown_var} was read "
+                               f"then, once; restart the kernel and run `{command}` before TensorFlow lists its "
+                               "devices")
+        if env and state < TFState.ENUMERATED:
+            return replace(outcome, status=Status.APPLIED if changed else Status.UNCHANGED,
+                           detail=f"{self._said(env)}; CUDA reads it when TensorFlow first lists its devices")
+        return outcome
+
+    def settle(self, controller, asked, outcome, chose_note: str, claims_off: str | None):
+        spec = self.value(controller.plan)
+        if isinstance(asked.value, VisibleSpec) and asked.value.auto is not None and spec is not None:
+            outcome = with_detail(outcome, joined(f"auto chose {_chosen_words(spec)}", chose_note), outcome.detail)
+        if claims_off:  # chosen all the same: say that another kernel may choose the same GPU meanwhile
+            outcome = with_detail(outcome, outcome.detail, f"GPU claims are off: {claims_off}; two kernels choosing "
+                                  "at once may take the same GPU")
+        return outcome
+
+    # -- TensorFlow ------------------------------------------------------------------------------------------
+    def step(self, adapter, plan: Plan) -> Step:
+        spec = self.value(plan)
+        if spec is None:
+            return Step(Status.APPLIED)
+        if adapter.state < TFState.ENUMERATED:
+            # CUDA_VISIBLE_DEVICES (set when the magic ran) decides: CUDA reads it at enumeration.
+            return Step(Status.APPLIED, f"through {VARIABLE}", by_env=True)
+        if spec.mig:
+            mig = spec.mig[0]
+            return Step(Status.NO_DEVICE, f"TensorFlow has listed its GPUs already, and a MIG device ({mig}) is "
+                                          f"chosen only through {VARIABLE}, which CUDA reads once; restart the kernel "
+                                          f"and run `%tfgpu visible {mig}` first")
+        gpus = adapter.physical_gpus()
+        if not gpus and cpu_only(adapter.tf):  # which GPUs are visible changes nothing a CPU-only build does
+            return Step(Status.NO_GPU, "TensorFlow sees no GPU (a CPU-only build); the setting applies where there "
+                                       "is one")
+        if spec.every:
+            wanted = gpus
+        else:
+            by_physical = {adapter.physical_index(k): d for k, d in enumerate(gpus)}
+            missing = [i for i in spec.indices if i not in by_physical]
+            if missing:
+                seen = ", ".join(str(i) for i in sorted(by_physical)) or "none"
+                # NVML has it (the controller checked): CUDA left it out when TensorFlow listed its devices, once.
+                variable = adapter.environ.get(VARIABLE)
+                read = f"{VARIABLE}={variable}" if variable is not None else "the devices it found"
+                return Step(Status.NO_DEVICE, f"GPU {missing[0]} is not among TensorFlow's GPUs (physical: {seen}): "
+                                              f"CUDA read {read} when TensorFlow listed its devices, and reads it "
+                                              f"once; for GPU {missing[0]}, restart the kernel and run `%tfgpu "
+                                              "visible` before TensorFlow lists its devices")
+            wanted = [d for k, d in enumerate(gpus) if adapter.physical_index(k) in spec.indices]
+        current = [device_name(d) for d in adapter.tf.config.get_visible_devices("GPU")]
+        if [device_name(d) for d in wanted] == current:
+            return Step(Status.APPLIED)
+        names = ", ".join(device_name(d) for d in wanted)
+        return Step(Status.APPLIED, "through tf.config.set_visible_devices", [
+            Call(lambda: adapter.tf.config.set_visible_devices(wanted, "GPU"),
+                 f"tf.config.set_visible_devices([{names}], 'GPU')")])
+
+    def export_env(self, plan: Plan) -> list[str]:
+        spec = self.value(plan)
+        if spec is None:
+            return []
+        lines = ["# Physical GPU numbers as nvidia-smi shows them; must be set before TensorFlow starts.",
+                 f'os.environ["{ORDER_VAR}"] = "PCI_BUS_ID"']
+        if spec.every:
+            return [*lines, f'os.environ.pop("{VARIABLE}", None)']
+        return [*lines, f'os.environ["{VARIABLE}"] = "{",".join(map(str, spec.indices))}"']
+
+
+def _chosen_words(spec: VisibleSpec) -> str:
+    if spec.mig:
+        return f"MIG device {', '.join(spec.mig)}"
+    if not spec.indices:
+        return "no GPU"
+    return ("GPU " if len(spec.indices) == 1 else "GPUs ") + ", ".join(str(i) for i in spec.indices)
+
+
+VISIBLE = Visible()
