@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from ..render import live_html
 from ..render.snapshot import ShownSnapshot, take
 from . import syntax
 from .context import Extension, configure
+from .placement_args import show_filter
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Call:
     """One ``%tfgpu`` line (or ``%%tfgpu`` cell) on its way to its handler."""
 
     ext: Extension
-    name: str  # the subcommand, lower case
+    name: str  # the subcommand, lower case; with its word for one that has words ("placement show")
     line: str  # the whole line after %tfgpu
     argv: list[str] = field(default_factory=list)  # the words after the subcommand
     cell: str | None = None
@@ -48,18 +50,32 @@ def dispatch(ext: Extension, line: str, cell: str | None = None):
     name, argv = (words[0].lower(), words[1:]) if words else ("status", [])
     if cell is not None and name != "device":
         raise UsageError(f"tfgpu: {shown(name)} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
+    if cell is None and name == "device":
+        raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
     handler = ROUTES.get(name)
     if handler is None:
         raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(syntax.SUBCOMMANDS)} "
                          "(`%tfgpu help` explains each)")
     call = Call(ext, name, line, argv, cell)
+    if isinstance(handler, dict):
+        handler, call = _word(handler, call)
     try:
-        parser = syntax.parsers().get(name)
+        parser = syntax.parsers().get(call.name)
         if parser is not None:
-            call.args = parser.parse_args(argv)
+            call.args = parser.parse_args(call.argv)
         return handler(call)
     except PlanError as err:
         raise UsageError(str(err)) from None
+
+
+def _word(table: dict[str, Handler], call: Call) -> tuple[Handler, Call]:
+    """A subcommand with words of its own (``placement show --op MatMul``): the word's handler, and the call as
+    that word's, parsed by its own parser ("placement show"). No word means status, as for ``%tfgpu`` alone."""
+    word = call.argv[0].lower() if call.argv else "status"
+    handler = table.get(word)
+    if handler is None:
+        raise UsageError(f"tfgpu: unknown {call.name} subcommand {shown(call.argv[0])}; valid: {', '.join(table)}")
+    return handler, dataclasses.replace(call, name=f"{call.name} {word}", argv=call.argv[1:])
 
 
 # -- configuring -------------------------------------------------------------------------------
@@ -163,23 +179,53 @@ def _capture(call: Call, what: str = "placement capture is not available in this
     return call.ext.placement
 
 
-def placement(call: Call):
-    return _capture(call).command(call.argv)
+def placement_on(call: Call) -> None:
+    _capture(call).turn_on()
 
 
-def log(call: Call):
-    from .placement import log_command
+def placement_off(call: Call) -> None:
+    _capture(call).turn_off()
 
+
+def placement_show(call: Call) -> None:
+    wanted = show_filter(call.args)
+    _capture(call).show(wanted["device"], wanted["op"], wanted["cell"], wanted["limit"], every=wanted["all"])
+
+
+def placement_clear(call: Call) -> None:
+    _capture(call).clear()
+
+
+def placement_status(call: Call) -> None:
+    _capture(call).show_status()
+
+
+# `%tfgpu placement WORD`: routed by dispatch like the subcommands, each word with its parser in syntax.parsers().
+PLACEMENT_ROUTES: dict[str, Handler] = {
+    "on": placement_on,
+    "off": placement_off,
+    "show": placement_show,
+    "clear": placement_clear,
+    "status": placement_status,
+}
+
+
+def log(call: Call) -> None:
+    """``%tfgpu log [quiet|all|raw]``: the full text of recent cells' TensorFlow log, or the mode from now on."""
     capture = _capture(call, "TensorFlow's log is tamed by the placement capture, which is not available here")
-    return log_command(capture, call.argv)
+    mode = call.args.mode
+    if mode is None:
+        print(capture.tflog.text_of_recent())
+        return
+    capture.set_log_mode(mode)
+    what = {"quiet": "warnings and errors shown under each cell, information folded",
+            "all": "every line shown under each cell, in one block",
+            "raw": "left to TensorFlow, as without tfgpu"}[mode]
+    print(f"tfgpu: TensorFlow's log: {mode} ({what}); takes effect from the next cell")
 
 
 def device(call: Call):
-    if call.cell is None:
-        raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
-    if len(call.argv) != 1:
-        raise UsageError(f"tfgpu: device takes one device like /GPU:0 or /CPU:1, got {shown(' '.join(call.argv))}")
-    return _capture(call).run_cell_on_device(call.argv[0], call.cell)
+    return _capture(call).run_cell_on_device(call.args.device, call.cell)
 
 
 # -- the live panel ---------------------------------------------------------------------------------------
@@ -200,7 +246,7 @@ def panel(call: Call) -> None:
     display(ext.shown_panel())  # a second display is a second view of the same panel
 
 
-ROUTES: dict[str, Handler] = {
+ROUTES: dict[str, Handler | dict[str, Handler]] = {
     "status": status,
     "devices": devices,
     "visible": setting,
@@ -209,7 +255,7 @@ ROUTES: dict[str, Handler] = {
     "virtual": setting,
     "cpus": setting,
     "cpumem": setting,
-    "placement": placement,
+    "placement": PLACEMENT_ROUTES,
     "device": device,
     "memory": memory,
     "panel": panel,

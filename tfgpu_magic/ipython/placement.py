@@ -1,6 +1,7 @@
 """The IPython face of placement capture: ``%tfgpu placement on|off|show|clear`` and ``%%tfgpu device``.
 
-The ``%tfgpu`` magic owns one :class:`PlacementController` per shell and routes to it. The controller hooks
+The ``%tfgpu`` magic owns one :class:`PlacementController` per shell; its router (commands.py) sends each
+placement word to one of the controller's operations, parsed by placement_args.py. The controller hooks
 ``pre_run_cell``/``post_run_cell``. fd 2 (TensorFlow's C++ log, and its placement log) is read by one
 :class:`tfgpu_magic.core.placement.StderrTap` from the first cell that needs it until the extension is
 unloaded, with each cell's start and end marked on it; while placement is captured a cell is also bracketed
@@ -25,15 +26,15 @@ Semantics chosen where TensorFlow leaves no choice (its placement log is fixed w
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..core.inputs import MAX_INDEX, shown, whole_number
+from ..core.inputs import shown
 from ..core.placement import (
     DEFAULT_MAXLEN,
     DEVICE_FORMS,
@@ -44,7 +45,6 @@ from ..core.placement import (
     PlacementLog,
     RecordTable,
     StderrTap,
-    device_matcher,
     devices_in_source,
     drain_orphans,
     find_fallbacks,
@@ -55,11 +55,9 @@ from ..core.placement import (
     tf_context,
     tf_log_flag,
 )
-from ..core.tflog import MODES as LOG_MODES
 from ..core.tflog import TfLog, maybe_log_start
 from . import syntax
-
-DEFAULT_SHOW_LIMIT = 50
+from .cell_runner import run_body
 
 LATE_MESSAGE = (
     "tfgpu: TensorFlow's runtime started without its placement log, and TensorFlow cannot turn it on "
@@ -383,66 +381,21 @@ class PlacementController:
             with tf.device(tf_device):
                 if not self._tf_log_live():
                     self._enable_run_metadata(cell_only=True)
-                return self._run_code(cell)
+                return run_body(self.shell, cell)
         finally:
             if own_cell:
                 self.post_run_cell(None)
 
-    def _run_code(self, cell: str) -> Any:
-        """Run the cell's body the way IPython runs a plain cell, inside the running cell: the same
-        compile, AST transforms and display of the last value, and the same error display, with none of
-        the magic's frames (the error is recorded on the running cell, so the cell still fails)."""
-        __tracebackhide__ = True
-        shell = self.shell
-        result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-        if result is None:  # called outside a shell cell: run plainly, errors propagate to the caller
-            return self._exec_plainly(cell)
-        raw = getattr(getattr(result, "info", None), "raw_cell", None) or ""
-        # The magic line is the cell's first: a blank line in its place keeps line numbers as typed.
-        source = "\n" + shell.transform_cell(cell)
-        cell_name = shell.compile.cache(source, shell.execution_count, raw_code=raw if raw.count("\n") else source)
-        try:
-            tree = shell.compile.ast_parse(source, filename=cell_name)
-            tree = shell.transform_ast(tree)
-        except (OverflowError, SyntaxError, ValueError, TypeError, MemoryError) as err:
-            shell.showsyntaxerror()
-            result.error_in_exec = err
-            return None
-        from IPython.core.async_helpers import _pseudo_sync_runner
+    # -- what each `%tfgpu placement` word does (commands.py's router calls these) ------------------------------
+    def command(self, argv: list[str]) -> Any:
+        """``%tfgpu placement ARGV`` for a caller that holds this capture rather than the extension (the panel's
+        control, saved settings): the magic's own route, this capture standing for the extension's."""
+        from .commands import dispatch  # the router imports nothing of this module: no circle
 
-        _pseudo_sync_runner(shell.run_ast_nodes(tree.body, cell_name, interactivity=shell.ast_node_interactivity,
-                                                compiler=shell.compile, result=result))
-        return None
+        return dispatch(SimpleNamespace(placement=self), " ".join(["placement", *argv]))
 
-    def _exec_plainly(self, cell: str) -> Any:
-        __tracebackhide__ = True
-        shell = self.shell
-        source = shell.transform_cell(cell)
-        tree = shell.transform_ast(shell.compile.ast_parse(source, filename="<tfgpu device cell>"))
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-            ast.fix_missing_locations(last)
-        exec(shell.compile(tree, "<tfgpu device cell>", "exec"), shell.user_ns)
-        if last is not None:
-            return eval(shell.compile(last, "<tfgpu device cell>", "eval"), shell.user_ns)
-        return None
-
-    # -- %tfgpu placement ARGS ---------------------------------------------------------------------------
-    def command(self, argv: list[str]) -> None:
-        if not argv:
-            argv = ["status"]
-        name, rest = argv[0].lower(), argv[1:]
-        if name not in syntax.PLACEMENT_WORDS:
-            raise UsageError(f"tfgpu: unknown placement subcommand {shown(argv[0])}; "
-                             f"valid: {', '.join(syntax.PLACEMENT_WORDS)}")
-        if name != "show" and rest:
-            raise UsageError(f"tfgpu: placement {name} takes no arguments, got {shown(' '.join(rest))}")
-        handlers = {"on": self._cmd_on, "off": self._cmd_off, "show": self._cmd_show, "clear": self._cmd_clear,
-                    "status": self._cmd_status}
-        return handlers[name](rest)
-
-    def _cmd_on(self, rest: list[str]) -> None:
+    def turn_on(self) -> None:
+        """Capture from now on, by whichever route TensorFlow still allows, and say which."""
         self.mode = "on"
         p = self._observe_tf()
         if not p.imported:
@@ -464,7 +417,9 @@ class PlacementController:
         if self._in_cell:  # `on` and TensorFlow work in one cell: capture the rest of this cell too
             self._start_capture()
 
-    def _cmd_off(self, rest: list[str]) -> None:
+    def turn_off(self) -> None:
+        """Stop recording; TensorFlow's placement lines stay hidden if its log cannot stop (see the module's
+        docstring)."""
         self.mode = "off"
         self._unhook()
         p = self._observe_tf()
@@ -479,24 +434,24 @@ class PlacementController:
         else:
             print("tfgpu: placement capture off.")
 
-    def _cmd_clear(self, rest: list[str]) -> None:
+    def clear(self) -> None:
         n = len(self.log)
         self.log.clear()
         print(f"tfgpu: placement records cleared ({n} removed).")
 
-    def _cmd_status(self, rest: list[str]) -> None:
+    def show_status(self) -> None:
         # One display with both forms: the text in a terminal, the HTML table in a notebook.
         from IPython.display import display
 
         display({"text/plain": self.status_text(), "text/html": self.status_html()}, raw=True)
 
-    def _cmd_show(self, rest: list[str]) -> None:
-        opts = parse_show_options(rest)
-        matched = self.log.records(opts["device"], opts["op"], opts["cell"])
-        limit = opts["limit"]
-        if opts["all"]:
-            shown = matched[-limit:] if limit else matched
-            _display(RecordTable(tuple(shown), len(matched), len(self.log), self.log.dropped, self.log.maxlen))
+    def show(self, device: str | None, op: str | None, cell: int | None, limit: int, every: bool) -> None:
+        """The records kept that match, one row per op of a cell on a device (TensorFlow's internal records left
+        out and counted), the last ``limit`` rows; ``every``: every record, one a row."""
+        matched = self.log.records(device, op, cell)
+        if every:
+            last = matched[-limit:] if limit else matched
+            _display(RecordTable(tuple(last), len(matched), len(self.log), self.log.dropped, self.log.maxlen))
             return
         ops, merged, internal = fold_internal(matched)
         cut = len(ops) - limit if limit and len(ops) > limit else 0
@@ -571,64 +526,15 @@ class PlacementController:
 
 
 def parse_show_options(argv: list[str]) -> dict[str, Any]:
-    """``--device D --op OP --cell N --limit N --all`` (also ``--opt=value``) -> dict; UsageError otherwise."""
-    opts: dict[str, Any] = {"device": None, "op": None, "cell": None, "limit": DEFAULT_SHOW_LIMIT, "all": False}
-    words = list(argv)
-    given: set[str] = set()
-    while words:
-        word = words.pop(0)
-        name, eq, value = word.partition("=")
-        if name not in syntax.SHOW_OPTIONS:
-            raise UsageError(f"tfgpu: unknown option {shown(word)} for placement show; "
-                             f"valid: {', '.join(syntax.SHOW_OPTIONS)}")
-        if name == "--all":  # a switch: every record, TensorFlow's internal ones too
-            if eq:
-                raise UsageError(f"tfgpu: placement show --all takes no value, got {shown(word)}")
-            if "all" in given:
-                raise UsageError("tfgpu: placement show --all given twice; give it once")
-            given.add("all")
-            opts["all"] = True
-            continue
-        if not eq:
-            if not words:
-                raise UsageError(f"tfgpu: placement show {name} needs a value")
-            value = words.pop(0)
-        key = name[2:]
-        if key in given:
-            raise UsageError(f"tfgpu: placement show {name} given twice; give it once")
-        given.add(key)
-        if key == "device":
-            try:
-                device_matcher(value)
-            except ValueError:
-                raise UsageError(f"tfgpu: bad --device {shown(value)}; use a device like {DEVICE_FORMS}, "
-                                 "or CPU / GPU for all of a kind") from None
-            opts["device"] = value
-        elif key == "op":
-            opts["op"] = value
-        else:
-            lowest = 0 if key == "cell" else 1
-            number = whole_number(value, low=lowest, high=MAX_INDEX)
-            if number is None:
-                raise UsageError(f"tfgpu: bad --{key} {shown(value)}; use a whole number >= {lowest}")
-            opts[key] = number
-    return opts
+    """``placement show``'s options (``--device D --op OP --cell N --limit N --all``, also ``--opt=value``) as
+    the router parses them -> dict; UsageError for a mistake."""
+    from ..core.plan import PlanError
+    from .placement_args import show_filter  # with the parsers: %load_ext loads neither
+
+    try:
+        return show_filter(syntax.parsers()["placement show"].parse_args(argv))
+    except PlanError as err:
+        raise UsageError(str(err)) from None
 
 
-def log_command(controller: PlacementController, argv: list[str]) -> None:
-    """``%tfgpu log [quiet|all|raw]``: the full text of recent cells' TensorFlow log, or the mode."""
-    if not argv:
-        print(controller.tflog.text_of_recent())
-        return
-    if len(argv) != 1 or argv[0].lower() not in LOG_MODES:
-        raise UsageError(f"tfgpu: bad log setting {shown(' '.join(argv))}; valid: {', '.join(LOG_MODES)} "
-                         "(or nothing, to show the recent cells' full TensorFlow log)")
-    mode = argv[0].lower()
-    controller.set_log_mode(mode)
-    what = {"quiet": "warnings and errors shown under each cell, information folded",
-            "all": "every line shown under each cell, in one block",
-            "raw": "left to TensorFlow, as without tfgpu"}[mode]
-    print(f"tfgpu: TensorFlow's log: {mode} ({what}); takes effect from the next cell")
-
-
-__all__ = ["LATE_MESSAGE", "PlacementController", "log_command", "parse_show_options"]
+__all__ = ["LATE_MESSAGE", "PlacementController", "parse_show_options"]
