@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core import words
 from ..core.inputs import short_repr, shown
+from ..core.settings import wire_words
 from ..core.version import COMM_PROTOCOL as PROTOCOL
 
 TARGET = "tfgpu"
@@ -38,8 +39,10 @@ def for_sidebar(sections: dict[str, Any]) -> dict[str, Any]:
 
 
 def state_message(sections: dict[str, Any]) -> dict[str, Any]:
-    """Every section, and the vocabulary (core/words.py): the sidebar names states with the kernel's words."""
-    return {"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(sections), "words": words.to_dict()}
+    """Every section, the vocabulary (core/words.py) and the settings' registry words (core/settings): the sidebar
+    names states with the kernel's words and edits the settings this kernel knows, keeping no list of its own."""
+    return {"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(sections), "words": words.to_dict(),
+            "setting_words": wire_words()}
 
 
 def _comm_manager(shell: Any) -> Any:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import words
+from ..core.settings import wire_words
 from ..core.version import GPUS_SCHEMA as SCHEMA
 from .history import History
 
@@ -64,7 +65,7 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
         "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
                  "driver_version": None, "cuda_driver_version": None},
         "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users, "stale": None,
-        "words": words.to_dict(),
+        "words": words.to_dict(), "setting_words": wire_words(),
     }
 
 

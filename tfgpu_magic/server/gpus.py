@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core import words
 from ..core.inputs import MAX_INDEX, shown, whole_number
+from ..core.settings import wire_words
 from ..core.version import GPUS_SCHEMA as SCHEMA
 
 MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
@@ -177,6 +178,7 @@ def gpu_document(
         "server_user": user,
         "stale": None,  # {"age_s", "reason"} when the driver has not answered in time (handlers.GpuFeed)
         "words": words.to_dict(),  # the sidebar's names for states and missing values
+        "setting_words": wire_words(),  # the settings a notebook can save, for the sidebar's editor and checks
     }
 
 
