@@ -5,6 +5,7 @@ import type { TranslationBundle } from '@jupyterlab/translation';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { API_CONSENT, METADATA_KEY } from './constants';
+import type { GpuFeed } from './feed';
 import {
   APPLY_USER_EXPRESSION,
   applyCode,
@@ -18,6 +19,7 @@ import {
   SavedRead,
   SavedSettings,
   savedDocument,
+  SettingWords,
   settingsKey,
   waitProgress
 } from './model';
@@ -39,6 +41,8 @@ interface IRecord {
   scheduled: boolean;
   /** The next start comes from our "Restart kernel and apply". */
   restartRequested: boolean;
+  /** A send waits for the server to name the settings (`consented`: the user's button sent it). */
+  waiting: { consented: boolean } | null;
 }
 
 /**
@@ -95,10 +99,13 @@ export class ConsentClient {
   private _agreed = new Map<string, string>();
 }
 
-/** The notebook's saved settings, read from its model (kind `none` without a model). */
-export function savedOf(panel: NotebookPanel, trans?: TranslationBundle): SavedRead {
+/**
+ * The notebook's saved settings, read from its model with these setting words (kind `none` without a model;
+ * `waiting` while no words are known).
+ */
+export function savedOf(panel: NotebookPanel, words: SettingWords | null, trans?: TranslationBundle): SavedRead {
   const model = panel.model;
-  return model ? readSaved(model.getMetadata(METADATA_KEY), trans) : { kind: 'none' };
+  return model ? readSaved(model.getMetadata(METADATA_KEY), words, trans) : { kind: 'none' };
 }
 
 /** Write the saved settings into the notebook's metadata (JupyterLab then saves them with the notebook). */
@@ -130,14 +137,19 @@ export function writeSaved(panel: NotebookPanel, document: SavedDocument | null)
  *
  * While a start's apply waits (a saved `visible auto --wait`), the kernel's progress lines show in the sidebar,
  * never in an output area, and the user can cancel the wait (`cancel`: the kernel is interrupted).
+ *
+ * The saved settings are read with the server's setting words (the feed's: the same for every notebook): a start
+ * before the first answer named them waits for it, as it waits for the server's answer about consent.
  */
 export class StartApplier {
   constructor(
     private readonly _tracker: INotebookTracker,
-    private readonly _trans: TranslationBundle
+    private readonly _trans: TranslationBundle,
+    private readonly _feed: GpuFeed
   ) {
     _tracker.forEach(panel => this._watch(panel));
     _tracker.widgetAdded.connect((_, panel) => this._watch(panel), this);
+    _feed.changed.connect(this._onFeed, this);
   }
 
   /** Emitted with the notebook whose apply state changed (and after an apply's answer, so a comm may open). */
@@ -151,11 +163,20 @@ export class StartApplier {
   }
 
   /**
-   * Save these settings with apply_on_start on, after the user confirms the restart, restart the kernel, and
-   * let the start apply them. Resolves false when the user cancels (nothing is saved then).
+   * Save these settings (read with `words`) with apply_on_start on, after the user confirms the restart, restart
+   * the kernel, and let the start apply them. Resolves false when the user cancels, or no words name the settings
+   * (nothing is saved then).
    */
-  async restartAndApply(panel: NotebookPanel, settings: SavedSettings, note?: string): Promise<boolean> {
+  async restartAndApply(
+    panel: NotebookPanel,
+    settings: SavedSettings,
+    words: SettingWords | null,
+    note?: string
+  ): Promise<boolean> {
     const trans = this._trans;
+    if (!words) {
+      return false;
+    }
     const question = trans.__("Restart the kernel and apply the saved settings? The kernel's variables are lost.");
     const answer = await showDialog({
       title: trans.__('Restart kernel and apply'),
@@ -168,7 +189,7 @@ export class StartApplier {
     if (!answer.button.accept || panel.isDisposed) {
       return false;
     }
-    const document = savedDocument(settings, true);
+    const document = savedDocument(settings, true, words);
     writeSaved(panel, document);
     void this.agree(panel, document); // the user's own settings: known agreed here at once, before the restart
     const record = this._record(panel);
@@ -233,7 +254,22 @@ export class StartApplier {
   }
 
   dispose(): void {
+    this._feed.changed.disconnect(this._onFeed, this);
     Signal.clearData(this);
+  }
+
+  /** The server named the settings: the sends that waited for that go now. */
+  private _onFeed(): void {
+    if (this._feed.settingWords === null) {
+      return;
+    }
+    for (const [panel, record] of this._records) {
+      const waiting = record.waiting;
+      if (waiting) {
+        record.waiting = null;
+        this._send(panel, record, waiting.consented);
+      }
+    }
   }
 
   private _watch(panel: NotebookPanel): void {
@@ -248,7 +284,8 @@ export class StartApplier {
       decision: 0,
       cancelled: 0,
       scheduled: false,
-      restartRequested: false
+      restartRequested: false,
+      waiting: null
     });
     const context = panel.sessionContext;
     context.kernelChanged.connect(this._onKernelChanged, this);
@@ -320,10 +357,15 @@ export class StartApplier {
     if (record.future && !record.future.isDisposed && record.kernel === kernel) {
       return;
     }
+    const saved = savedOf(panel, this._feed.settingWords, this._trans);
+    if (saved.kind === 'waiting') {
+      record.waiting = { consented: consented || (record.waiting?.consented ?? false) };
+      return; // sent once the server has named the settings (`_onFeed`)
+    }
+    record.waiting = null;
     const afterRestart = record.restartRequested;
     record.restartRequested = false;
     const decision = ++record.decision; // an answer about consent for an earlier start decides nothing now
-    const saved = savedOf(panel, this._trans);
     // The user's button applies what is saved even with apply_on_start turned off since the question.
     if (saved.kind === 'none' || (saved.kind === 'ok' && !saved.saved.apply_on_start && !consented)) {
       // Never anything sent for such a notebook; an old state no longer says anything true.

@@ -6,12 +6,15 @@ import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, LOAD_EXTENSION_SO
 import {
   LinkStatus,
   mergeMessage,
+  messageSettingWords,
   messageWords,
+  pageSettingWords,
   parseKernelRequest,
   parseValidated,
   PendingRequests,
   SavedSettings,
   Sections,
+  SettingWords,
   Validated,
   Words
 } from './model';
@@ -40,10 +43,14 @@ const RESEND_MS = 5000;
  * `loadExtension()`.
  */
 export class NotebookLink {
-  /** `paused`: open the comm paused (the sidebar is hidden). */
+  /**
+   * `paused`: open the comm paused (the sidebar is hidden). `serverSettingWords`: the server's names of the
+   * settings, which the kernel's requests are read with first (model/words.ts `pageSettingWords`).
+   */
   constructor(
     readonly panel: NotebookPanel,
-    paused = false
+    paused = false,
+    private readonly _serverSettingWords: () => SettingWords | null = () => null
   ) {
     this._paused = paused;
     const context = panel.sessionContext;
@@ -119,6 +126,14 @@ export class NotebookLink {
     return this._words;
   }
 
+  /**
+   * The settings a notebook can save as the kernel names them (its last state message's `setting_words`); null
+   * until then, or from an older kernel that sends none.
+   */
+  get kernelSettingWords(): SettingWords | null {
+    return this._settingWords;
+  }
+
   /** The kernel's sections as merged so far; null until its first message. */
   get sections(): Sections | null {
     return this._sections;
@@ -144,6 +159,7 @@ export class NotebookLink {
     this._closeComm();
     this._sections = null;
     this._words = null;
+    this._settingWords = null;
     this._rejectPending();
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (!kernel || kernel.isDisposed) {
@@ -182,7 +198,7 @@ export class NotebookLink {
         this._setStatus('connected');
         return;
       }
-      const request = parseKernelRequest(data);
+      const request = parseKernelRequest(data, pageSettingWords(this._serverSettingWords(), this._settingWords));
       if (request) {
         this._setStatus('connected');
         this._requested.emit(request.settings);
@@ -192,6 +208,10 @@ export class NotebookLink {
       const words = messageWords(data);
       if (words !== undefined) {
         this._words = words;
+      }
+      const settingWords = messageSettingWords(data);
+      if (settingWords !== undefined) {
+        this._settingWords = settingWords;
       }
       this._setStatus('connected');
     };
@@ -332,6 +352,7 @@ export class NotebookLink {
   private _comm: Kernel.IComm | null = null;
   private _sections: Sections | null = null;
   private _words: Words | null = null;
+  private _settingWords: SettingWords | null = null;
   private _status: LinkStatus = 'connecting';
   private _isDisposed = false;
   private _paused = false;

@@ -6,9 +6,19 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 
 import { savedOf, StartApplier } from './apply';
-import { CommandIDs, PLUGIN_ID, SIDEBAR_RANK, STATUS_ITEM_ID, STATUS_ITEM_RANK, TRANSLATION_DOMAIN } from './constants';
+import {
+  API_GPUS,
+  CommandIDs,
+  PLUGIN_ID,
+  SIDEBAR_RANK,
+  STATUS_ITEM_ID,
+  STATUS_ITEM_RANK,
+  TRANSLATION_DOMAIN
+} from './constants';
+import { GpuFeed } from './feed';
 import { gpuIcon } from './icon';
 import { hasSettings } from './model';
+import { requestAPI } from './request';
 import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
 import { GpuSidebar } from './widget';
@@ -36,10 +46,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (tracker) {
       watchSavedPanels(tracker); // a saved live panel says what it was where its widget cannot be drawn
     }
+    // The server's answer, polled once for the page: the sidebar and the status-bar item read it, each saying
+    // when it needs it; the start's apply reads the settings' names from it.
+    const feed = new GpuFeed({ request: query => requestAPI<unknown>(API_GPUS, {}, undefined, query) });
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
-    const applier = tracker ? new StartApplier(tracker, trans) : null;
+    const applier = tracker ? new StartApplier(tracker, trans, feed) : null;
     const sidebar = new GpuSidebar({
       trans,
+      feed,
       tracker,
       applier,
       openNotebook: path => {
@@ -66,9 +80,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
       palette.addItem({ command: CommandIDs.openSidebar, category: trans.__('GPUs') });
     }
 
-    // The front notebook's GPU memory, always in view; from the sidebar's own answers.
+    // The front notebook's GPU memory, always in view; from the same feed, never from the sidebar.
     const statusItem = statusBar
-      ? new GpuStatusItem(sidebar, tracker, trans, () => void app.commands.execute(CommandIDs.openSidebar))
+      ? new GpuStatusItem(feed, tracker, trans, () => void app.commands.execute(CommandIDs.openSidebar))
       : null;
     if (statusBar && statusItem) {
       statusBar.registerStatusItem(STATUS_ITEM_ID, {
@@ -92,7 +106,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const panel = tracker.currentWidget;
           const settings = sidebar.restartSettings();
           if (panel && settings && hasSettings(settings)) {
-            await applier.restartAndApply(panel, settings);
+            await applier.restartAndApply(panel, settings, sidebar.settingWords());
           }
         }
       });
@@ -104,7 +118,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         // Enabled for any saved settings, even unusable ones: running it says why nothing is written.
         isEnabled: () => {
           const panel = tracker.currentWidget;
-          return !!panel && savedOf(panel).kind !== 'none';
+          return !!panel && savedOf(panel, sidebar.settingWords()).kind !== 'none';
         },
         execute: async () => {
           const panel = tracker.currentWidget;
@@ -134,7 +148,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .load(PLUGIN_ID)
         .then(settings => {
           const apply = (): void => {
-            sidebar.refreshInterval = settings.get('refreshInterval').composite as number;
+            feed.interval = settings.get('refreshInterval').composite as number;
             if (statusItem) {
               statusItem.enabled = settings.get('statusBar').composite !== false;
             }

@@ -6,6 +6,9 @@
  * The section shows one verdict: the latest of the events that have one (an apply at kernel start, a
  * restart-and-apply, a check, a save). A newer one replaces the older; the field errors under the inputs
  * belong to the latest check.
+ *
+ * The editor has one input per setting the data names (`SettingWords`: the server's answer, else the kernel's
+ * comm state); until they are named it waits, disabled, and says so.
  */
 import type { NotebookPanel } from '@jupyterlab/notebook';
 import type { TranslationBundle } from '@jupyterlab/translation';
@@ -26,9 +29,8 @@ import {
   SavedSettings,
   savedDocument,
   savedRows,
-  SETTING_NAMES,
-  SETTING_PLACEHOLDERS,
-  SettingName,
+  sameSettingWords,
+  SettingWords,
   settingsFromEditor,
   settingsKey,
   Words
@@ -80,9 +82,10 @@ export interface IFirstCellVerdict {
 export async function writeCheckedFirstCell(
   panel: NotebookPanel,
   link: NotebookLink | null,
+  words: SettingWords | null,
   trans: TranslationBundle
 ): Promise<IFirstCellVerdict> {
-  const saved = savedOf(panel, trans);
+  const saved = savedOf(panel, words, trans);
   if (saved.kind === 'none' || (saved.kind === 'ok' && !hasSettings(saved.saved.settings))) {
     return { ok: false, text: trans.__('Nothing written: this notebook has no saved settings.') };
   }
@@ -107,11 +110,11 @@ export async function writeCheckedFirstCell(
     return { ok: false, text: trans.__('Nothing written: the kernel refused the saved settings: %1', reasons) };
   }
   // What the kernel checked is what is written: settings changed meanwhile are checked again first.
-  const now = savedOf(panel, trans);
-  if (panel.isDisposed || now.kind !== 'ok' || settingsKey(now.saved) !== settingsKey(saved.saved)) {
+  const now = savedOf(panel, words, trans);
+  if (panel.isDisposed || now.kind !== 'ok' || settingsKey(now.saved) !== settingsKey(saved.saved) || !words) {
     return { ok: false, text: trans.__('Nothing written: the saved settings changed while the kernel checked them.') };
   }
-  writeFirstCell(panel, firstCellSource(saved.saved));
+  writeFirstCell(panel, firstCellSource(saved.saved, words));
   return { ok: true, text: trans.__('The first cell now sets the saved settings up (checked by the kernel).') };
 }
 
@@ -149,38 +152,9 @@ export class SavedSection {
       event.preventDefault();
       void this._checkAndSave();
     });
-    for (const name of SETTING_NAMES) {
-      const field = el('div', 'tfgpu-field');
-      field.dataset.setting = name;
-      const id = `tfgpu-saved-${name}-${SavedSection._count}`;
-      const label = el('label', 'tfgpu-field-label', name);
-      label.htmlFor = id;
-      const input = el('input', 'jp-mod-styled tfgpu-input');
-      input.id = id;
-      input.type = 'text';
-      input.spellcheck = false;
-      input.autocomplete = 'off';
-      input.dataset.setting = name;
-      input.placeholder = SETTING_PLACEHOLDERS[name];
-      input.title =
-        name === 'limit' || name === 'virtual'
-          ? trans.__('The text after %%tfgpu %1; one per GPU separated by ";", e.g. "2GB --gpu 0; 4GB --gpu 1"', name)
-          : trans.__('The text after %%tfgpu %1', name);
-      input.addEventListener('input', () => {
-        this._dirty = true;
-        this._fieldError(name, '');
-      });
-      const error = el('div', 'tfgpu-field-error');
-      error.id = `${id}-error`;
-      error.setAttribute('aria-live', 'polite');
-      input.setAttribute('aria-describedby', error.id);
-      field.appendChild(label);
-      field.appendChild(input);
-      field.appendChild(error);
-      editor.appendChild(field);
-      this._inputs.set(name, input);
-      this._errors.set(name, error);
-    }
+    this._fields = el('div', 'tfgpu-fields');
+    editor.appendChild(this._fields);
+    this._id = SavedSection._count;
     SavedSection._count += 1;
     this._editorNote = el('div', 'tfgpu-line tfgpu-muted tfgpu-editor-note');
     editor.appendChild(this._editorNote);
@@ -219,10 +193,22 @@ export class SavedSection {
 
   /**
    * Follow the notebook in front (and its kernel link), and show what it saved. `words`: the kernel's words for
-   * the settings' states (the link's, from its last state message).
+   * the settings' states (the link's, from its last state message); `settingWords`: the settings there are.
    */
-  update(panel: NotebookPanel | null, link: NotebookLink | null, words: Words | null = null): void {
+  update(
+    panel: NotebookPanel | null,
+    link: NotebookLink | null,
+    words: Words | null = null,
+    settingWords: SettingWords | null = null
+  ): void {
     this._words = words;
+    if (!sameSettingWords(settingWords, this._settingWords)) {
+      this._settingWords = settingWords;
+      this._buildFields();
+      if (panel === this._panel && !this._dirty) {
+        this._fill(); // what the notebook saved can be read now
+      }
+    }
     if (panel !== this._panel) {
       this._panel?.model?.metadataChanged.disconnect(this._onMetadata, this);
       this._panel = panel;
@@ -252,7 +238,53 @@ export class SavedSection {
   }
 
   private _saved(): SavedRead {
-    return this._panel ? savedOf(this._panel, this._trans) : { kind: 'none' };
+    return this._panel ? savedOf(this._panel, this._settingWords, this._trans) : { kind: 'none' };
+  }
+
+  /**
+   * One input per setting the words name, in their order; what was typed stays in the inputs of the settings
+   * that remain.
+   */
+  private _buildFields(): void {
+    const trans = this._trans;
+    const typed = new Map([...this._inputs].map(([name, input]) => [name, input.value]));
+    this._inputs.clear();
+    this._errors.clear();
+    const fields: HTMLElement[] = [];
+    for (const { name, perGpu, placeholder } of this._settingWords ?? []) {
+      const field = el('div', 'tfgpu-field');
+      field.dataset.setting = name;
+      const id = `tfgpu-saved-${name}-${this._id}`;
+      const label = el('label', 'tfgpu-field-label', name);
+      label.htmlFor = id;
+      const input = el('input', 'jp-mod-styled tfgpu-input');
+      input.id = id;
+      input.type = 'text';
+      input.spellcheck = false;
+      input.autocomplete = 'off';
+      input.dataset.setting = name;
+      input.placeholder = placeholder;
+      input.title = perGpu
+        ? trans.__('The text after %%tfgpu %1; one per GPU separated by ";", e.g. "2GB --gpu 0; 4GB --gpu 1"', name)
+        : trans.__('The text after %%tfgpu %1', name);
+      input.value = typed.get(name) ?? '';
+      input.addEventListener('input', () => {
+        this._dirty = true;
+        this._fieldError(name, '');
+      });
+      const error = el('div', 'tfgpu-field-error');
+      error.id = `${id}-error`;
+      error.setAttribute('aria-live', 'polite');
+      input.setAttribute('aria-describedby', error.id);
+      field.appendChild(label);
+      field.appendChild(input);
+      field.appendChild(error);
+      fields.push(field);
+      this._inputs.set(name, input);
+      this._errors.set(name, error);
+      this._fieldError(name, '');
+    }
+    this._fields.replaceChildren(...fields);
   }
 
   /** Put the saved values in the inputs. */
@@ -270,7 +302,7 @@ export class SavedSection {
     for (const [name, input] of this._inputs) {
       texts[name] = input.value;
     }
-    return settingsFromEditor(texts);
+    return this._settingWords ? settingsFromEditor(texts, this._settingWords) : {};
   }
 
   private _render(): void {
@@ -357,6 +389,8 @@ export class SavedSection {
     const summary: HTMLElement[] = [];
     if (saved.kind === 'none') {
       summary.push(line(trans.__('none saved'), 'muted', 'tfgpu-saved-none'));
+    } else if (saved.kind === 'waiting') {
+      summary.push(line(trans.__('Waiting for the server to name the settings…'), 'muted', 'tfgpu-saved-waiting'));
     } else if (saved.kind === 'newer' || saved.kind === 'invalid') {
       summary.push(line(trans.__('The saved settings cannot be used: %1', saved.message), 'error', 'tfgpu-saved-problem'));
     } else if (!hasSettings(saved.saved.settings)) {
@@ -379,16 +413,19 @@ export class SavedSection {
     this._applyOnStart.checked = saved.kind === 'ok' && saved.saved.apply_on_start;
     this._applyOnStart.disabled = !usable || !panel;
 
-    // The editor: checking needs the kernel's comm.
+    // The editor: it needs the settings named, and checking needs the kernel's comm.
+    const named = this._settingWords !== null;
     const canValidate = !!this._link && this._link.canValidate && this._link.panel === panel;
     const busy = this._busy;
-    this._editorNote.textContent = canValidate
-      ? ''
-      : trans.__('Load tfgpu_magic (button above) to check settings against this kernel');
-    this._editorNote.hidden = canValidate;
+    this._editorNote.textContent = !named
+      ? trans.__('Waiting for the server to name the settings…')
+      : canValidate
+        ? ''
+        : trans.__('Load tfgpu_magic (button above) to check settings against this kernel');
+    this._editorNote.hidden = named && canValidate;
     const newer = saved.kind === 'newer';
-    this._checkSave.disabled = !panel || !canValidate || busy || newer;
-    this._restart.disabled = !panel || busy || newer || !this._applier;
+    this._checkSave.disabled = !panel || !named || !canValidate || busy || newer;
+    this._restart.disabled = !panel || !named || busy || newer || !this._applier;
     this._firstCell.disabled = !panel || !usable || busy;
     for (const input of this._inputs.values()) {
       input.disabled = !panel || busy;
@@ -401,7 +438,7 @@ export class SavedSection {
     node.addEventListener('click', () => {
       const current = this._saved();
       if (this._panel && this._applier && current.kind === 'ok') {
-        void this._applier.restartAndApply(this._panel, current.saved.settings);
+        void this._applier.restartAndApply(this._panel, current.saved.settings, this._settingWords);
       }
     });
     return node;
@@ -429,8 +466,8 @@ export class SavedSection {
   }
 
   private _fieldError(name: string, message: string): void {
-    const node = this._errors.get(name as SettingName);
-    const input = this._inputs.get(name as SettingName);
+    const node = this._errors.get(name);
+    const input = this._inputs.get(name);
     if (node) {
       node.textContent = message;
       node.hidden = !message;
@@ -459,7 +496,7 @@ export class SavedSection {
    */
   private async _check(settings: SavedSettings, required: boolean, restart = false): Promise<boolean> {
     const trans = this._trans;
-    for (const name of SETTING_NAMES) {
+    for (const name of this._errors.keys()) {
       this._fieldError(name, '');
     }
     const link = this._link;
@@ -491,7 +528,7 @@ export class SavedSection {
     }
     const general: string[] = [];
     for (const [name, message] of Object.entries(answer.errors)) {
-      if (this._errors.has(name as SettingName)) {
+      if (this._errors.has(name)) {
         this._fieldError(name, message);
       } else {
         general.push(message);
@@ -531,7 +568,11 @@ export class SavedSection {
       }
       const current = this._saved();
       const applyOnStart = current.kind === 'ok' && hasSettings(current.saved.settings) ? current.saved.apply_on_start : true;
-      const document = savedDocument(settings, applyOnStart);
+      const words = this._settingWords;
+      if (!words) {
+        return; // the editor is disabled until the settings are named
+      }
+      const document = savedDocument(settings, applyOnStart, words);
       writeSaved(panel, document);
       this._dirty = false;
       this._fill();
@@ -579,7 +620,7 @@ export class SavedSection {
         );
         this._message(note, 'warn');
       }
-      restarted = await this._applier.restartAndApply(panel, settings, note);
+      restarted = await this._applier.restartAndApply(panel, settings, this._settingWords, note);
     } finally {
       this._setBusy(false);
     }
@@ -609,7 +650,7 @@ export class SavedSection {
       if (this._link?.canValidate && this._link.panel === panel) {
         this._message(trans.__('Checking with the kernel… (a busy kernel answers when its cell ends)'), 'info');
       }
-      verdict = await writeCheckedFirstCell(panel, this._link, trans);
+      verdict = await writeCheckedFirstCell(panel, this._link, this._settingWords, trans);
     } finally {
       this._setBusy(false);
     }
@@ -634,6 +675,8 @@ export class SavedSection {
   }
 
   private static _count = 0;
+  /** This section's number, for its inputs' ids. */
+  private _id: number;
   private _panel: NotebookPanel | null = null;
   private _link: NotebookLink | null = null;
   private _dirty = false;
@@ -641,10 +684,12 @@ export class SavedSection {
   private _applyStatus: HTMLDivElement;
   private _summary: HTMLDivElement;
   private _applyOnStart: HTMLInputElement;
-  private _inputs = new Map<SettingName, HTMLInputElement>();
-  private _errors = new Map<SettingName, HTMLDivElement>();
+  private _fields: HTMLDivElement;
+  private _inputs = new Map<string, HTMLInputElement>();
+  private _errors = new Map<string, HTMLDivElement>();
   private _editorNote: HTMLDivElement;
   private _words: Words | null = null;
+  private _settingWords: SettingWords | null = null;
   /** Counts the verdicts' events (apply states, editor messages): the highest is the one shown. */
   private _events = 0;
   private _lastState: unknown = undefined;

@@ -1,19 +1,22 @@
 /**
  * The status-bar item: for the front notebook, the GPU memory its kernel holds and the GPU it is on, from the
- * GPUs sidebar's answers (model/statusbar.ts); a click opens the sidebar. Hidden where the kernel holds no GPU
- * memory, and turned off by the `statusBar` setting.
+ * server's answer in the feed the sidebar reads too (model/statusbar.ts; it never reads the sidebar); a click
+ * opens the sidebar. Hidden where the kernel holds no GPU memory, and turned off by the `statusBar` setting.
  */
 import type { INotebookTracker } from '@jupyterlab/notebook';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
+import type { GpuFeed } from './feed';
 import { statusBarView, StatusBarView } from './model';
-import type { GpuSidebar } from './widget';
+
+/** The item's name among the feed's readers. */
+const READER = 'statusbar';
 
 export class GpuStatusItem extends Widget {
   constructor(
-    private readonly _sidebar: GpuSidebar,
+    private readonly _feed: GpuFeed,
     private readonly _tracker: INotebookTracker | null,
     private readonly _trans: TranslationBundle,
     private readonly _open: () => void
@@ -29,15 +32,15 @@ export class GpuStatusItem extends Widget {
         this._open();
       }
     });
-    _sidebar.answered.connect(this._update, this);
+    _feed.changed.connect(this._update, this);
     _tracker?.currentChanged.connect(this._update, this);
     this._update();
   }
 
-  /** Whether the `statusBar` setting is on (the item then also keeps the sidebar's poll going while hidden). */
+  /** Whether the `statusBar` setting is on: the item then needs the feed's answers, the sidebar shown or not. */
   set enabled(value: boolean) {
     this._enabled = value;
-    this._sidebar.pollWhileHidden = value;
+    this._feed.need(READER, value);
     const before = this.shown;
     this._update();
     if (this.shown !== before) {
@@ -58,14 +61,16 @@ export class GpuStatusItem extends Widget {
   readonly shownChanged = new Signal<this, void>(this);
 
   dispose(): void {
-    this._sidebar.answered.disconnect(this._update, this);
+    this._feed.changed.disconnect(this._update, this);
+    this._feed.need(READER, false);
     this._tracker?.currentChanged.disconnect(this._update, this);
     super.dispose();
   }
 
   private _update(): void {
     const kernelId = this._tracker?.currentWidget?.sessionContext.session?.kernel?.id ?? null;
-    const view = this._enabled ? statusBarView(this._sidebar.data, kernelId, this._trans) : null;
+    // While the server does not answer the item hides rather than show old figures.
+    const view = this._enabled ? statusBarView(this._feed.current, kernelId, this._trans) : null;
     const changed = (view === null) !== (this._view === null);
     this._view = view;
     this.node.textContent = view ? view.text : '';

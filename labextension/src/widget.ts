@@ -1,30 +1,26 @@
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { ServerConnection } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
-import { Poll } from '@lumino/polling';
 import { Message } from '@lumino/messaging';
-import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { renderServer, ServerActions } from './allgpus';
 import type { StartApplier } from './apply';
 import { savedOf } from './apply';
 import { NotebookLink } from './comm';
-import { API_GPUS, DEFAULT_REFRESH_S, MAX_BACKOFF_MS, MAX_REFRESH_S, MIN_REFRESH_S, SIDEBAR_ID } from './constants';
+import { SIDEBAR_ID } from './constants';
+import type { GpuFeed } from './feed';
 import { GpuChart } from './gpuchart';
 import { gpuIcon } from './icon';
 import {
   chartView,
   FrontNotebook,
-  historyQuery,
-  isNumber,
-  KeptHistory,
   linkMessage,
-  mergeHistory,
   notebookView,
-  readWords,
+  pageSettingWords,
   refusedView,
   SavedSettings,
+  sameSettingWords,
+  SettingWords,
   ServerTrouble,
   serverTrouble,
   ServerView,
@@ -34,15 +30,19 @@ import {
   Words
 } from './model';
 import { el, line, renderNotebook, renderRefused, titleClipped } from './render';
-import { requestAPI } from './request';
 import { IFirstCellVerdict, SavedSection, writeCheckedFirstCell } from './saved';
 import { confirmShutdown } from './shutdown';
 
 /** How long the line on a failed shut-down stays. */
 const ACTION_ERROR_MS = 30000;
 
+/** The sidebar's name among the feed's readers. */
+const READER = 'sidebar';
+
 export interface IGpuSidebarOptions {
   trans: TranslationBundle;
+  /** The server's answer, polled once for the page (the status-bar item reads it too). */
+  feed: GpuFeed;
   /** The notebooks; without it the "This notebook" section is left out. */
   tracker: INotebookTracker | null;
   /** Applies the notebooks' saved settings at kernel start; the "Saved settings" section shows its state. */
@@ -54,24 +54,18 @@ export interface IGpuSidebarOptions {
    * it the rows offer no "Shut down".
    */
   shutdownKernel?: (kernelId: string) => Promise<void>;
-  refreshInterval?: number;
-}
-
-/** Clamp a refresh interval (seconds) into what the settings schema allows. */
-export function clampInterval(seconds: unknown): number {
-  const value = typeof seconds === 'number' && Number.isFinite(seconds) ? seconds : DEFAULT_REFRESH_S;
-  return Math.min(MAX_REFRESH_S, Math.max(MIN_REFRESH_S, value));
 }
 
 /**
- * The GPUs sidebar: "All GPUs" polled from the server extension, and "This notebook" from the front
- * notebook's kernel comm. Both re-render only when what they show changed, so a row keeps its focus
- * and hover between polls.
+ * The GPUs sidebar: "All GPUs" from the server's answer (the feed, which it needs while shown), and "This
+ * notebook" from the front notebook's kernel comm. Both re-render only when what they show changed, so a row
+ * keeps its focus and hover between answers.
  */
 export class GpuSidebar extends Widget {
   constructor(options: IGpuSidebarOptions) {
     super();
     this._trans = options.trans;
+    this._feed = options.feed;
     this._tracker = options.tracker;
     this._applier = options.applier ?? null;
     this._openNotebook = options.openNotebook;
@@ -116,57 +110,10 @@ export class GpuSidebar extends Widget {
       this._followFront();
     }
 
+    this._feed.changed.connect(this._onFeed, this);
+    this._takeFeed();
     this._renderServer();
     this._renderNotebook();
-
-    const interval = clampInterval(options.refreshInterval ?? DEFAULT_REFRESH_S);
-    this._poll = new Poll({
-      auto: true,
-      factory: () => this._fetch(),
-      frequency: { interval: interval * 1000, backoff: true, max: MAX_BACKOFF_MS },
-      name: 'tfgpu_magic:gpus',
-      // Hidden, it asks nothing, unless the status-bar item wants its figures (its page still visible).
-      standby: () => (!this.isVisible && !this._pollWhileHidden) || 'when-hidden'
-    });
-  }
-
-  /** Every answer from the server, as it came (the status-bar item reads the sidebar's answers, not its own). */
-  get answered(): ISignal<this, unknown> {
-    return this._answered;
-  }
-
-  /** The latest answer from the server (undefined before the first). */
-  get data(): unknown {
-    return this._data;
-  }
-
-  /** Keep polling while the sidebar is hidden (the status-bar item is on); applied at once. */
-  set pollWhileHidden(value: boolean) {
-    if (this._pollWhileHidden === value) {
-      return;
-    }
-    this._pollWhileHidden = value;
-    void this._poll.refresh();
-  }
-
-  get pollWhileHidden(): boolean {
-    return this._pollWhileHidden;
-  }
-
-  /** Seconds between two polls of the server; applied at once. */
-  set refreshInterval(seconds: number) {
-    const interval = clampInterval(seconds) * 1000;
-    if (this._poll.frequency.interval === interval) {
-      return;
-    }
-    this._poll.frequency = { interval, backoff: true, max: MAX_BACKOFF_MS };
-    if (this.isVisible) {
-      void this._poll.refresh();
-    }
-  }
-
-  get refreshInterval(): number {
-    return this._poll.frequency.interval / 1000;
   }
 
   /** The front notebook's kernel link (null without a notebook); paused while the sidebar is hidden. */
@@ -178,7 +125,8 @@ export class GpuSidebar extends Widget {
     if (this.isDisposed) {
       return;
     }
-    this._poll.dispose();
+    this._feed.changed.disconnect(this._onFeed, this);
+    this._feed.need(READER, false);
     clearTimeout(this._actionErrorTimer);
     this._applier?.changed.disconnect(this._onApplied, this);
     this._setLink(null);
@@ -188,7 +136,7 @@ export class GpuSidebar extends Widget {
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
-    void this._poll.refresh();
+    this._feed.need(READER, true); // a fresh answer at once
     this._followFront();
     this._scheduleTitles();
   }
@@ -214,6 +162,7 @@ export class GpuSidebar extends Widget {
 
   protected onAfterHide(msg: Message): void {
     super.onAfterHide(msg);
+    this._feed.need(READER, false);
     // A hidden sidebar asks the kernel to sample nothing for it; the comm stays open.
     if (this._link) {
       this._link.paused = true;
@@ -230,12 +179,18 @@ export class GpuSidebar extends Widget {
       return null;
     }
     const link = this._link && this._link.panel === panel ? this._link : null;
-    const refused = refusedView(link?.sections?.kernel, this._trans);
+    const words = this._settingWordsOf(link);
+    const refused = refusedView(link?.sections?.kernel, words, this._trans);
     if (refused.rows.length && refused.wanted) {
       return refused.wanted;
     }
-    const saved = savedOf(panel, this._trans);
+    const saved = savedOf(panel, words, this._trans);
     return saved.kind === 'ok' ? saved.saved.settings : null;
+  }
+
+  /** The settings the front notebook can save, as the sidebar reads them (null: not named yet). */
+  settingWords(): SettingWords | null {
+    return this._settingWordsOf(this._link);
   }
 
   /**
@@ -246,45 +201,34 @@ export class GpuSidebar extends Widget {
     if (this._saved && this._tracker?.currentWidget === panel) {
       return this._saved.writeFirstCell();
     }
-    return writeCheckedFirstCell(panel, this._link?.panel === panel ? this._link : null, this._trans);
+    const link = this._link?.panel === panel ? this._link : null;
+    return writeCheckedFirstCell(panel, link, this._settingWordsOf(link), this._trans);
   }
 
-  private async _fetch(): Promise<void> {
-    let data: unknown;
-    try {
-      // The whole chart window at first (the server sampled while the sidebar was closed), then only what is new.
-      data = await requestAPI<unknown>(API_GPUS, {}, undefined, historyQuery(this._history));
-    } catch (error) {
-      const status = error instanceof ServerConnection.ResponseError ? error.response.status : null;
-      this._trouble = serverTrouble(status, this._trans);
-      this._answered.emit(undefined); // no current figures: the status-bar item hides rather than show old ones
-      this._renderServer();
-      throw error; // the poll backs off
-    }
-    this._data = data;
-    // Read once per answer: every chart and notebook render of this answer names things with them.
-    this._serverWords = typeof data === 'object' && data !== null ? readWords((data as { words?: unknown }).words) : null;
-    this._trouble = null;
-    this._answered.emit(data);
-    this._takeHistory(data);
+  /** A new answer, or a failed request: "All GPUs", its charts, and what the saved settings are read with. */
+  private _onFeed(): void {
+    const settingWords = this._feed.settingWords;
+    this._takeFeed();
     if (!this._renderServer()) {
       this._updateCharts();
     }
+    if (!sameSettingWords(settingWords, this._settingWords)) {
+      this._settingWords = settingWords;
+      this._renderNotebook(); // the saved settings can be read (their section's editor) now
+    }
   }
 
-  private _takeHistory(data: unknown): void {
-    const answer = typeof data === 'object' && data !== null ? (data as Record<string, unknown>) : {};
-    const takenAt = isNumber(answer.taken_at) ? answer.taken_at : null;
-    this._history = mergeHistory(this._history, answer.history, takenAt);
-    const latest = this._history?.latest ?? null;
-    // The chart's "now" is the server's clock (its samples' times), never the browser's.
-    this._serverNow = takenAt === null ? latest : latest === null ? takenAt : Math.max(takenAt, latest);
+  /** What every render of this answer reads: read once per answer. */
+  private _takeFeed(): void {
+    const failure = this._feed.failure;
+    this._trouble = failure ? serverTrouble(failure.status, this._trans) : null;
   }
 
   /** The chart of one GPU or MIG device, kept across renders; null where the server keeps no history. */
   private _chart(key: string | null, utilization: boolean, small = false): HTMLElement | null {
-    const history = this._history;
-    if (key === null || history === null || !history.sampling || this._serverNow === null) {
+    const history = this._feed.history;
+    const now = this._feed.serverNow;
+    if (key === null || history === null || !history.sampling || now === null) {
       return null;
     }
     // A GPU that enters MIG mode (after a reset) stops reporting utilization: its chart is another one then.
@@ -294,19 +238,20 @@ export class GpuSidebar extends Widget {
       kept = { chart: new GpuChart(this._trans, utilization, small), key, utilization };
       this._charts.set(slot, kept);
     }
-    kept.chart.update(chartView(key, history, this._serverNow, { utilization, words: this._wordsOf(null) }, this._trans));
+    kept.chart.update(chartView(key, history, now, { utilization, words: this._wordsOf(null) }, this._trans));
     return kept.chart.node;
   }
 
   /** New samples into the charts on screen, without rebuilding the rows around them. */
   private _updateCharts(): void {
-    const history = this._history;
+    const history = this._feed.history;
+    const now = this._feed.serverNow;
     for (const [slot, { chart, key, utilization }] of this._charts) {
-      if (!chart.node.isConnected || history === null || this._serverNow === null) {
+      if (!chart.node.isConnected || history === null || now === null) {
         this._charts.delete(slot); // its GPU is gone (or the history): a new chart if it comes back
         continue;
       }
-      chart.update(chartView(key, history, this._serverNow, { utilization, words: this._wordsOf(null) }, this._trans));
+      chart.update(chartView(key, history, now, { utilization, words: this._wordsOf(null) }, this._trans));
     }
   }
 
@@ -333,7 +278,7 @@ export class GpuSidebar extends Widget {
     }
     this._renderServer();
     // At once, not at the next tick: the row goes with this answer.
-    void this._poll.refresh();
+    void this._feed.refresh();
   }
 
   private _setActionError(text: string): void {
@@ -353,9 +298,10 @@ export class GpuSidebar extends Widget {
   /** Render "All GPUs" if what it shows changed; true when it did. */
   private _renderServer(): boolean {
     const trans = this._trans;
-    const view = this._data === undefined ? null : serverView(this._data, this._front(), trans);
+    const data = this._feed.data;
+    const view = data === undefined ? null : serverView(data, this._front(), trans);
     this._view = view;
-    const history = this._history;
+    const history = this._feed.history;
     const charts = history !== null && history.sampling;
     const historyNote =
       history !== null && !history.sampling
@@ -408,11 +354,12 @@ export class GpuSidebar extends Widget {
     const status = link ? link.status : null;
     const words = this._wordsOf(link);
     const view = link ? notebookView(link.sections, trans, words) : null;
-    const refused = refusedView(link?.sections?.kernel, trans);
+    const settingWords = this._settingWordsOf(link);
+    const refused = refusedView(link?.sections?.kernel, settingWords, trans);
     // The start's apply loads tfgpu_magic; while it runs (a saved --wait may take minutes) "not loaded" is not
     // the news, and a Load cell would only wait behind it.
     const applying = !!panel && this._applier?.state(panel)?.kind === 'applying';
-    this._saved?.update(panel, link && link.panel === panel ? link : null, words);
+    this._saved?.update(panel, link && link.panel === panel ? link : null, words, settingWords);
     this._scheduleTitles();
     const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused, applying]);
     if (key === this._notebookKey) {
@@ -456,7 +403,8 @@ export class GpuSidebar extends Widget {
     if (!this._applier) {
       return;
     }
-    this._applier.restartAndApply(panel, settings).catch(error => {
+    const link = this._link?.panel === panel ? this._link : null;
+    this._applier.restartAndApply(panel, settings, this._settingWordsOf(link)).catch(error => {
       console.error('tfgpu_magic: restarting the kernel to apply the settings failed', error);
     });
   }
@@ -479,14 +427,19 @@ export class GpuSidebar extends Widget {
    * answer: the same package's words), else none (each key reads as itself).
    */
   private _wordsOf(link: NotebookLink | null): Words | null {
-    return link?.words ?? this._serverWords;
+    return link?.words ?? this._feed.words;
+  }
+
+  /** The settings a notebook can save (model/words.ts `pageSettingWords`: the server's, else the kernel's). */
+  private _settingWordsOf(link: NotebookLink | null): SettingWords | null {
+    return pageSettingWords(this._feed.settingWords, link?.kernelSettingWords);
   }
 
   /** Follow the notebook in front: one comm at a time, paused while the sidebar is hidden. */
   private _followFront(): void {
     const panel: NotebookPanel | null = this._tracker?.currentWidget ?? null;
     if (this._link?.panel !== panel || this._link?.isDisposed) {
-      const link = panel ? new NotebookLink(panel, !this.isVisible) : null;
+      const link = panel ? new NotebookLink(panel, !this.isVisible, () => this._feed.settingWords) : null;
       this._setLink(link);
     } else if (this._link) {
       this._link.paused = !this.isVisible;
@@ -522,23 +475,18 @@ export class GpuSidebar extends Widget {
   }
 
   private _trans: TranslationBundle;
+  private _feed: GpuFeed;
   private _tracker: INotebookTracker | null;
   private _applier: StartApplier | null;
   private _saved: SavedSection | null;
   private _refused: HTMLDivElement;
   private _openNotebook: (path: string) => void;
   private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
-  private _poll: Poll;
-  private _pollWhileHidden = false;
   private _titlesScheduled = false;
-  private _serverWords: Words | null = null;
-  private _answered = new Signal<this, unknown>(this);
-  private _data: unknown = undefined;
+  /** The server's setting words the sections were last rendered with. */
+  private _settingWords: SettingWords | null = null;
   private _view: ServerView | null = null;
   private _trouble: ServerTrouble | null = null;
-  private _history: KeptHistory | null = null;
-  /** The server's time of its last answer (unix seconds): the charts' right edge. */
-  private _serverNow: number | null = null;
   /** The charts on screen, by series key and kind (with utilization or memory only). */
   private _charts = new Map<string, { chart: GpuChart; key: string; utilization: boolean }>();
   private _shuttingDown = new Set<string>();

@@ -3,15 +3,18 @@
 // `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 
 import {
   applyStatusView,
+  canonicalSettings,
   consentRequest,
   consentView,
   plainTrans,
   readConsentAnswer,
   readSaved,
+  readSettingWords,
   readWords,
   savedChangedSince,
   settingsKey
@@ -19,8 +22,10 @@ import {
 import * as model from '../../lib/model/index.js';
 import * as constants from '../../lib/constants.js';
 
-const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
-const saved = settings => readSaved({ version: 1, apply_on_start: true, settings }).saved;
+const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
+const WORDS = readWords(fixture('words.json'));
+const SETTINGS = readSettingWords(fixture('setting_words.json'));
+const saved = settings => readSaved({ version: 1, apply_on_start: true, settings }, SETTINGS).saved;
 
 // -- what the page remembers, what it asks --------------------------------------------------------------------
 
@@ -35,6 +40,25 @@ test('the settings key: the same settings give the same key, any change another'
     settingsKey(saved({ limit: ['2GB --gpu 0'] })));
   // a value cannot pass for two settings
   assert.notEqual(settingsKey(saved({ cpus: '2' })), settingsKey(saved({ cpumem: '2' })));
+});
+
+test('the settings key reads settings as the server\'s digest does (tfgpu_magic/core/consent.py canonical)', t => {
+  // The words' order plays no part: the page and the server tell the same settings apart.
+  const settings = { limit: ['2GB --gpu 0', ' 4GB --gpu 1 '], cpus: ' 2', growth: ['on'] };
+  assert.equal(canonicalSettings(settings), '{"cpus":["2"],"growth":["on"],"limit":["2GB --gpu 0","4GB --gpu 1"]}');
+  assert.equal(canonicalSettings({ growth: 'on', cpus: '2' }), canonicalSettings({ cpus: ['2'], growth: ' on' }));
+  assert.equal(canonicalSettings(null), '{}');
+  const python = new URL('../../.venv/bin/python', import.meta.url).pathname;
+  if (!existsSync(python)) {
+    t.skip('no .venv/bin/python');
+    return;
+  }
+  const out = execFileSync(python, ['-c', [
+    'import json, sys',
+    'from tfgpu_magic.core.consent import canonical',
+    'sys.stdout.write(canonical("work/a.ipynb", json.loads(sys.argv[1])).decode())'
+  ].join('\n'), JSON.stringify(settings)], { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname });
+  assert.equal(out, `["work/a.ipynb",${canonicalSettings(settings)}]`);
 });
 
 test('the consent request carries the path and the settings as read, never apply_on_start', () => {

@@ -16,8 +16,11 @@ import {
   isNA,
   linkMessage,
   mergeMessage,
+  messageSettingWords,
   messageWords,
+  pageSettingWords,
   plainTrans,
+  readSettingWords,
   readWords,
   notebookView,
   placementView,
@@ -552,4 +555,33 @@ test('the words fixture is tfgpu_magic/core/words.py to_dict() (checked where th
   assert.deepEqual(JSON.parse(out), fixture('words.json'));
   assert.deepEqual(gpus.words, fixture('words.json'));
   assert.deepEqual(commState.words, fixture('words.json'));
+});
+
+test('the setting words fixture is tfgpu_magic/core/settings wire_words() as the sidebar reads it; both data carry it', t => {
+  // The comm's state and the server's answer name the settings alike (`setting_words`).
+  assert.deepEqual(gpus.setting_words, fixture('setting_words.json'));
+  assert.deepEqual(commState.setting_words, fixture('setting_words.json'));
+  const python = new URL('../../.venv/bin/python', import.meta.url).pathname;
+  if (!existsSync(python)) {
+    t.skip('no .venv/bin/python');
+    return;
+  }
+  const out = execFileSync(python, ['-c', 'import json; from tfgpu_magic.core.settings import wire_words; print(json.dumps(wire_words()))'], {
+    encoding: 'utf8',
+    cwd: new URL('../..', import.meta.url).pathname
+  });
+  // What the sidebar reads of it (later keys, such as usage lines, may change without it).
+  assert.deepEqual(readSettingWords(JSON.parse(out)), readSettingWords(fixture('setting_words.json')));
+});
+
+test('a state message brings the kernel\'s setting words; a changes message keeps the last; the server\'s come first', () => {
+  const kernel = messageSettingWords(commState);
+  assert.deepEqual(kernel, readSettingWords(fixture('setting_words.json')));
+  assert.equal(messageSettingWords({ type: 'changes', sections: {} }), undefined);
+  assert.equal(messageSettingWords({ type: 'state', sections: {} }), null); // an older kernel
+  assert.equal(messageSettingWords(null), undefined);
+  const server = readSettingWords([{ name: 'cpus', per_gpu: false }]);
+  assert.equal(pageSettingWords(server, kernel), server);
+  assert.equal(pageSettingWords(null, kernel), kernel); // a server that names none
+  assert.equal(pageSettingWords(null, undefined), null);
 });

@@ -1,5 +1,6 @@
 // Unit tests of the saved settings' pure logic (labextension/src/model/): the metadata's shape, the first cell,
-// the silent apply's code and reply, the kernel's refusals and its comm answers. `node --test labextension/test/`.
+// the silent apply's code and reply, the kernel's refusals and its comm answers. The settings there are come from
+// the data (fixtures/setting_words.json: tfgpu_magic/core/settings wire_words()). `node --test labextension/test/`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -24,13 +25,15 @@ import {
   savedChangedSince,
   savedDocument,
   savedRows,
-  SETTING_NAMES,
+  readSettingWords,
   settingLines,
   settingsFromEditor,
   waitProgress
 } from '../../lib/model/index.js';
 
-const WORDS = readWords(JSON.parse(readFileSync(new URL('./fixtures/words.json', import.meta.url), 'utf8')));
+const fixture = name => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8'));
+const WORDS = readWords(fixture('words.json'));
+const SETTINGS = readSettingWords(fixture('setting_words.json'));
 
 const ALL = {
   visible: '1',
@@ -45,12 +48,12 @@ const ALL = {
 // -- the metadata's shape --------------------------------------------------------------------------------
 
 test('a notebook without the key has nothing saved', () => {
-  assert.deepEqual(readSaved(undefined), { kind: 'none' });
-  assert.deepEqual(readSaved(null), { kind: 'none' });
+  assert.deepEqual(readSaved(undefined, SETTINGS), { kind: 'none' });
+  assert.deepEqual(readSaved(null, SETTINGS), { kind: 'none' });
 });
 
 test('the documented example reads as is, settings in apply order', () => {
-  const read = readSaved({ version: 1, apply_on_start: true, settings: ALL });
+  const read = readSaved({ version: 1, apply_on_start: true, settings: ALL }, SETTINGS);
   assert.equal(read.kind, 'ok');
   assert.equal(read.saved.version, 1);
   assert.equal(read.saved.apply_on_start, true);
@@ -67,14 +70,14 @@ test('the documented example reads as is, settings in apply order', () => {
 });
 
 test('a missing version is read as 1; a missing apply_on_start as off; missing settings as none', () => {
-  const read = readSaved({ apply_on_start: true, settings: { cpus: ' 3 ' } });
+  const read = readSaved({ apply_on_start: true, settings: { cpus: ' 3 ' } }, SETTINGS);
   assert.deepEqual(read, { kind: 'ok', saved: { version: 1, apply_on_start: true, settings: { cpus: '3' } } });
-  assert.deepEqual(readSaved({ settings: { cpus: '3' } }).saved.apply_on_start, false);
-  assert.deepEqual(readSaved({ version: 1 }), { kind: 'ok', saved: { version: 1, apply_on_start: false, settings: {} } });
+  assert.deepEqual(readSaved({ settings: { cpus: '3' } }, SETTINGS).saved.apply_on_start, false);
+  assert.deepEqual(readSaved({ version: 1 }, SETTINGS), { kind: 'ok', saved: { version: 1, apply_on_start: false, settings: {} } });
 });
 
 test('a newer version is not applied, and says which', () => {
-  const read = readSaved({ version: 2, apply_on_start: true, settings: { cpus: '3', future: 'x' } });
+  const read = readSaved({ version: 2, apply_on_start: true, settings: { cpus: '3', future: 'x' } }, SETTINGS);
   assert.equal(read.kind, 'newer');
   assert.equal(read.version, 2);
   assert.equal(read.message, 'saved by a newer tfgpu_magic (version 2); this one reads version 1');
@@ -99,28 +102,28 @@ test('a bad shape says what is wrong', () => {
     [{ settings: { virtual: { gpu: 0 } } }, 'invalid', /saved virtual is \{"gpu":0\}/]
   ];
   for (const [raw, kind, message] of cases) {
-    const read = readSaved(raw);
+    const read = readSaved(raw, SETTINGS);
     assert.equal(read.kind, kind, JSON.stringify(raw));
     assert.match(read.message, message, JSON.stringify(raw));
   }
 });
 
 test('a per-GPU list is kept as a list (limit and virtual), a one-item list too', () => {
-  const read = readSaved({ settings: { limit: ['2GB --gpu 0', ' 4GB --gpu 1'], virtual: ['2x2GB --gpu 0'] } });
+  const read = readSaved({ settings: { limit: ['2GB --gpu 0', ' 4GB --gpu 1'], virtual: ['2x2GB --gpu 0'] } }, SETTINGS);
   assert.equal(read.kind, 'ok');
   assert.deepEqual(read.saved.settings, { limit: ['2GB --gpu 0', '4GB --gpu 1'], virtual: ['2x2GB --gpu 0'] });
-  assert.deepEqual(checkSettings({ limit: ['2GB --gpu 0'] }), { ok: true, settings: { limit: ['2GB --gpu 0'] } });
+  assert.deepEqual(checkSettings({ limit: ['2GB --gpu 0'] }, SETTINGS), { ok: true, settings: { limit: ['2GB --gpu 0'] } });
   // null is "not set", as in the kernel
-  assert.deepEqual(checkSettings({ cpus: null, growth: 'on' }), { ok: true, settings: { growth: 'on' } });
+  assert.deepEqual(checkSettings({ cpus: null, growth: 'on' }, SETTINGS), { ok: true, settings: { growth: 'on' } });
 });
 
 test('the document written puts the version and the flag with the settings in order', () => {
-  assert.deepEqual(savedDocument({ placement: 'on', cpus: '3' }, true), {
+  assert.deepEqual(savedDocument({ placement: 'on', cpus: '3' }, true, SETTINGS), {
     version: 1,
     apply_on_start: true,
     settings: { cpus: '3', placement: 'on' }
   });
-  assert.deepEqual(Object.keys(savedDocument({ placement: 'on', cpus: '3' }, false).settings), ['cpus', 'placement']);
+  assert.deepEqual(Object.keys(savedDocument({ placement: 'on', cpus: '3' }, false, SETTINGS).settings), ['cpus', 'placement']);
 });
 
 // -- the editor ------------------------------------------------------------------------------------------
@@ -134,13 +137,15 @@ test('editor texts: empty is not set, "; " separates per-GPU values, other setti
       limit: '2GB --gpu 0; 4GB --gpu 1;',
       virtual: '2x2GB',
       placement: 'a;b'
-    }),
+    }, SETTINGS),
     { visible: '1', limit: ['2GB --gpu 0', '4GB --gpu 1'], virtual: '2x2GB', placement: 'a;b' }
   );
   assert.equal(editorText(['2GB --gpu 0', '4GB --gpu 1']), '2GB --gpu 0; 4GB --gpu 1');
   assert.equal(editorText('40%'), '40%');
   assert.equal(editorText(undefined), '');
-  assert.deepEqual(savedRows({ placement: 'on', limit: ['1GB --gpu 0', '2GB --gpu 1'] }), [
+  // rows of read settings, so in apply order
+  const read = readSaved({ settings: { placement: 'on', limit: ['1GB --gpu 0', '2GB --gpu 1'] } }, SETTINGS).saved.settings;
+  assert.deepEqual(savedRows(read), [
     { name: 'limit', value: '1GB --gpu 0; 2GB --gpu 1' },
     { name: 'placement', value: 'on' }
   ]);
@@ -161,7 +166,7 @@ test('firstCellSource: %load_ext, then one %tfgpu line per value in apply order,
       cpus: '3',
       visible: '1'
     }
-  });
+  }, SETTINGS);
   assert.equal(
     source,
     [
@@ -177,10 +182,10 @@ test('firstCellSource: %load_ext, then one %tfgpu line per value in apply order,
     ].join('\n')
   );
   // the settings alone work too; nothing saved is the load line alone
-  assert.equal(firstCellSource({ cpus: '2' }), '%load_ext tfgpu_magic\n%tfgpu cpus 2');
-  assert.equal(firstCellSource({ version: 1, settings: {} }), '%load_ext tfgpu_magic');
-  assert.equal(firstCellSource({ version: 1 }), '%load_ext tfgpu_magic');
-  assert.deepEqual(settingLines({ placement: 'off', cpus: '4' }), ['cpus 4', 'placement off']);
+  assert.equal(firstCellSource({ cpus: '2' }, SETTINGS), '%load_ext tfgpu_magic\n%tfgpu cpus 2');
+  assert.equal(firstCellSource({ version: 1, settings: {} }, SETTINGS), '%load_ext tfgpu_magic');
+  assert.equal(firstCellSource({ version: 1 }, SETTINGS), '%load_ext tfgpu_magic');
+  assert.deepEqual(settingLines(checkSettings({ placement: 'off', cpus: '4' }, SETTINGS).settings), ['cpus 4', 'placement off']);
   assert.ok(isFirstCellSource(source));
   assert.ok(isFirstCellSource('%load_ext tfgpu_magic'));
   assert.ok(!isFirstCellSource('%load_ext tfgpu_magic\nimport tensorflow as tf'));
@@ -200,31 +205,83 @@ test('a value holding a control character is refused: the first cell can never g
     [{ virtual: '2x2GB\t--gpu 0' }, 'virtual', '2x2GB\\t--gpu 0', '\\t']
   ];
   for (const [settings, name, shown, char] of cases) {
-    const checked = checkSettings(settings);
+    const checked = checkSettings(settings, SETTINGS);
     assert.equal(checked.ok, false, JSON.stringify(settings));
     assert.equal(
       checked.message,
       `saved ${name} is "${shown}": it holds a control character (${char}); each value is one line, the text after \`%tfgpu ${name}\``
     );
     assert.doesNotMatch(checked.message, /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/); // shown escaped
-    const read = readSaved({ version: 1, apply_on_start: true, settings });
+    const read = readSaved({ version: 1, apply_on_start: true, settings }, SETTINGS);
     assert.equal(read.kind, 'invalid');
     assert.equal(read.message, checked.message);
     // Whatever it is given, the first cell is %load_ext and %tfgpu lines only, none with such a character.
-    const source = firstCellSource({ version: 1, settings });
+    const source = firstCellSource({ version: 1, settings }, SETTINGS);
     assert.equal(source, '%load_ext tfgpu_magic');
     assert.doesNotMatch(source, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/);
   }
   // Spaces around a value are trimmed (a trailing newline among them), not refused; a space inside is a value's.
-  assert.deepEqual(checkSettings({ cpus: '2\n', limit: '2GB --gpu 0' }), {
+  assert.deepEqual(checkSettings({ cpus: '2\n', limit: '2GB --gpu 0' }, SETTINGS), {
     ok: true, settings: { cpus: '2', limit: '2GB --gpu 0' } });
   // A value with {expr} or $name is only text to the sidebar: the kernel's check decides (and %tfgpu expands neither).
-  assert.equal(checkSettings({ cpus: "{__import__('os').getpid()}" }).ok, true);
-  assert.equal(firstCellSource({ cpus: '{x}' }).split('\n').length, 2);
+  assert.equal(checkSettings({ cpus: "{__import__('os').getpid()}" }, SETTINGS).ok, true);
+  assert.equal(firstCellSource({ cpus: '{x}' }, SETTINGS).split('\n').length, 2);
 });
 
-test('SETTING_NAMES is the kernel order', () => {
-  assert.deepEqual([...SETTING_NAMES], ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement']);
+// -- the settings there are, as the data names them ------------------------------------------------------
+
+test('the setting words come in the kernel\'s order, with which take one value per GPU and what an input shows', () => {
+  assert.deepEqual(SETTINGS.map(word => word.name), ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement']);
+  assert.deepEqual(SETTINGS.filter(word => word.perGpu).map(word => word.name), ['limit', 'virtual']);
+  assert.deepEqual(SETTINGS[4], { name: 'limit', perGpu: true, placeholder: '40% / 2GB' }); // other keys left out
+});
+
+test('setting words of another shape are left out; none at all is null (an older kernel or server)', () => {
+  assert.equal(readSettingWords(undefined), null);
+  assert.equal(readSettingWords({ name: 'cpus' }), null);
+  assert.equal(readSettingWords([]), null);
+  assert.deepEqual(
+    readSettingWords([
+      { name: 'cpus', per_gpu: false, placeholder: '4', usage: 'later keys are ignored' },
+      { name: 'cpus', per_gpu: true }, // twice: the first counts
+      { name: 'x\nimport os', per_gpu: false }, // a name goes into %tfgpu lines and ids: one word only
+      { name: 'Limit' },
+      { name: '' },
+      { per_gpu: true },
+      'growth',
+      null,
+      { name: 'memo', per_gpu: 'yes', placeholder: 7 }
+    ]),
+    [
+      { name: 'cpus', perGpu: false, placeholder: '4' },
+      { name: 'memo', perGpu: false, placeholder: '' }
+    ]
+  );
+});
+
+test('the settings are read with the words the data gives: a registry with another setting reads it', () => {
+  const more = readSettingWords([...fixture('setting_words.json'), { name: 'memo', per_gpu: true, placeholder: 'x' }]);
+  const read = readSaved({ settings: { memo: ['a --gpu 0', 'b --gpu 1'], cpus: '2' } }, more);
+  assert.equal(read.kind, 'ok');
+  assert.deepEqual(Object.keys(read.saved.settings), ['cpus', 'memo']); // the words' order
+  assert.equal(readSaved({ settings: { memo: 'a' } }, SETTINGS).message,
+    'unknown saved setting "memo"; valid: visible, cpus, cpumem, growth, limit, virtual, placement');
+  assert.deepEqual(settingsFromEditor({ memo: 'a; b', cpus: '1' }, more), { cpus: '1', memo: ['a', 'b'] });
+  assert.equal(firstCellSource({ memo: 'a' }, more), '%load_ext tfgpu_magic\n%tfgpu memo a');
+  // A per-GPU list is per-GPU because the words say so.
+  const fewer = readSettingWords([{ name: 'limit', per_gpu: false }]);
+  assert.equal(checkSettings({ limit: ['1GB --gpu 0', '2GB --gpu 1'] }, fewer).ok, false);
+});
+
+test('before any words came, a notebook with saved settings waits; one without has none, a newer one says so', () => {
+  assert.deepEqual(readSaved({ version: 1, settings: { cpus: '2' } }, null),
+    { kind: 'waiting', message: 'waiting for the server to name the settings' });
+  assert.deepEqual(readSaved(undefined, null), { kind: 'none' });
+  assert.equal(readSaved({ version: 2, settings: {} }, null).kind, 'newer');
+  assert.equal(readSaved({ apply_on_start: 'yes' }, null).kind, 'invalid');
+  // what the kernel refused cannot be offered again, nor a kernel's request read, before that
+  assert.equal(refusedView({ refused: [], wanted: { cpus: '2' } }, null).wanted, null);
+  assert.equal(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { cpus: '2' } }, null), null);
 });
 
 // -- the silent apply ------------------------------------------------------------------------------------
@@ -449,7 +506,7 @@ test('refused rows and what to apply instead', () => {
     refused: [{ setting: 'cpus', asked: '4', message: 'tfgpu: cpus 4 refused: the runtime has started' }, 'junk'],
     wanted: { cpus: '4', growth: 'on' }
   };
-  const view = refusedView(kernel);
+  const view = refusedView(kernel, SETTINGS);
   assert.deepEqual(view.rows, [
     {
       key: 'refused-cpus-0',
@@ -462,12 +519,12 @@ test('refused rows and what to apply instead', () => {
     }
   ]);
   assert.deepEqual(view.wanted, { cpus: '4', growth: 'on' });
-  assert.deepEqual(refusedView(null), { rows: [], wanted: null });
-  assert.deepEqual(refusedView({ refused: [], wanted: {} }), { rows: [], wanted: {} });
+  assert.deepEqual(refusedView(null, SETTINGS), { rows: [], wanted: null });
+  assert.deepEqual(refusedView({ refused: [], wanted: {} }, SETTINGS), { rows: [], wanted: {} });
   // a wanted of the wrong shape is not offered
-  assert.equal(refusedView({ refused: kernel.refused, wanted: { cpus: 4 } }).wanted, null);
+  assert.equal(refusedView({ refused: kernel.refused, wanted: { cpus: 4 } }, SETTINGS).wanted, null);
   // a refusal without its message still says something
-  assert.equal(refusedView({ refused: [{ setting: 'growth', asked: 'on' }] }).rows[0].message,
+  assert.equal(refusedView({ refused: [{ setting: 'growth', asked: 'on' }] }, SETTINGS).rows[0].message,
     'growth on was refused: the runtime has started');
 });
 
@@ -481,13 +538,13 @@ test('validated answers and kernel requests; other messages are not theirs', () 
   assert.equal(parseValidated({ type: 'validated', id: 5, ok: true, errors: { cpus: 'x' } }).ok, false);
   assert.equal(parseValidated({ type: 'state', sections: {} }), null);
   assert.equal(parseValidated({ type: 'validated' }), null);
-  assert.deepEqual(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { cpus: '2' } }), {
+  assert.deepEqual(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { cpus: '2' } }, SETTINGS), {
     action: 'restart-and-apply',
     settings: { cpus: '2' }
   });
-  assert.equal(parseKernelRequest({ type: 'request', action: 'dance', settings: {} }), null);
-  assert.equal(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { nope: '1' } }), null);
-  assert.equal(parseKernelRequest({ type: 'changes', sections: {} }), null);
+  assert.equal(parseKernelRequest({ type: 'request', action: 'dance', settings: {} }, SETTINGS), null);
+  assert.equal(parseKernelRequest({ type: 'request', action: 'restart-and-apply', settings: { nope: '1' } }, SETTINGS), null);
+  assert.equal(parseKernelRequest({ type: 'changes', sections: {} }, SETTINGS), null);
 });
 
 test('a kernel that had run cells already is not a refusal: neutral, with Restart kernel and apply', () => {
@@ -517,7 +574,7 @@ test("a refusal box names the magic's line and one reason; the long call goes to
     "tfgpu: `%tfgpu limit 40%` is too late: TensorFlow's runtime is already initialized and limit can no longer change " +
     "(it would need tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=32768)])); " +
     'restart the kernel and run `%tfgpu limit 40%` before the first TensorFlow operation';
-  const [row] = refusedView({ refused: [{ setting: 'limit', asked: '40%', message }] }).rows;
+  const [row] = refusedView({ refused: [{ setting: 'limit', asked: '40%', message }] }, SETTINGS).rows;
   assert.equal(row.command, '%tfgpu limit 40%');
   assert.equal(row.reason, "too late: TensorFlow's runtime is already initialized and limit can no longer change");
   assert.equal(row.details, message);

@@ -49,13 +49,16 @@ def frontend_code(document: dict) -> tuple[str, str]:
 
 
 def first_cell_by_the_sidebar(document: dict) -> str:
-    """What the sidebar's "Write as first cell" writes: labextension/src/model/saved.ts's firstCellSource, compiled."""
+    """What the sidebar's "Write as first cell" writes: labextension/src/model/saved.ts's firstCellSource, compiled,
+    with the registry's setting words as the sidebar receives them (``setting_words``)."""
+    from tfgpu_magic.core.settings import wire_words
+
     node = shutil.which("node")
     assert node and (ROOT / "lib" / "model" / "index.js").exists(), "needs Node.js and lib/ (make setup builds it)"
-    script = ("import('./lib/model/index.js')"
-              ".then(m => process.stdout.write(m.firstCellSource(JSON.parse(process.argv[1]))))")
-    proc = subprocess.run([node, "-e", script, json.dumps(document)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+    script = ("import('./lib/model/index.js').then(m => process.stdout.write(m.firstCellSource("
+              "JSON.parse(process.argv[1]), m.readSettingWords(JSON.parse(process.argv[2])))))")
+    proc = subprocess.run([node, "-e", script, json.dumps(document), json.dumps(wire_words())], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 

@@ -8,8 +8,8 @@ import { PY_APPLY_USER_EXPRESSION, pyApplyCall } from '../constants.js';
 import { consentView } from './consent.js';
 import { plainTrans, Trans } from './format.js';
 import { Level, Sections, statusWords, text } from './notebook.js';
-import type { Words } from './words.js';
-import { checkSettings, isPlainObject, SavedDocument, SavedSettings, SETTING_NAMES, shortJSON } from './saved.js';
+import type { SettingWords, Words } from './words.js';
+import { canonicalSettings, checkSettings, isPlainObject, SavedDocument, SavedSettings, shortJSON } from './saved.js';
 
 // -- applying them at kernel start --------------------------------------------------------------------------
 
@@ -181,8 +181,7 @@ export function savedChangedSince(state: ApplyState | null, saved: SavedSettings
   if (!state || state.kind === 'skipped' || state.kind === 'consent' || !state.settings) {
     return false;
   }
-  const order = (settings: SavedSettings | null) => JSON.stringify(SETTING_NAMES.map(name => settings?.[name] ?? null));
-  return order(state.settings) !== order(saved);
+  return canonicalSettings(state.settings) !== canonicalSettings(saved);
 }
 
 /** "cpus 3 → applied (3 logical CPUs); placement on". */
@@ -362,11 +361,12 @@ export function refusalParts(message: string, command: string): { reason: string
 
 /**
  * Settings the user asked for that the kernel refused as too late (its `kernel` section's `refused`), and
- * what a restart should apply instead (its `wanted`, in the metadata's settings form; null when absent or
- * not of that shape).
+ * what a restart should apply instead (its `wanted`, in the metadata's settings form, checked against `words`;
+ * null when absent, not of that shape, or the settings are not named yet).
  */
 export function refusedView(
   kernel: Sections | null | undefined,
+  words: SettingWords | null,
   trans: Trans = plainTrans
 ): { rows: RefusedRow[]; wanted: SavedSettings | null } {
   const refused: unknown[] = kernel && Array.isArray(kernel.refused) ? kernel.refused : [];
@@ -377,7 +377,7 @@ export function refusedView(
     const command = `%tfgpu ${setting} ${asked}`.trim();
     return { key: `refused-${setting}-${i}`, setting, asked, message, command, ...refusalParts(message, command) };
   });
-  const checked = kernel && kernel.wanted !== undefined ? checkSettings(kernel.wanted, trans) : null;
+  const checked = kernel && kernel.wanted !== undefined && words ? checkSettings(kernel.wanted, words, trans) : null;
   return { rows, wanted: checked && checked.ok ? checked.settings : null };
 }
 
@@ -404,11 +404,17 @@ export function parseValidated(data: unknown): Validated | null {
   return { id: data.id, ok: data.ok === true && Object.keys(errors).length === 0, errors };
 }
 
-/** A comm message `{"type": "request", "action": "restart-and-apply", "settings": {...}}`, or null. */
-export function parseKernelRequest(data: unknown): { action: 'restart-and-apply'; settings: SavedSettings } | null {
-  if (!isPlainObject(data) || data.type !== 'request' || data.action !== 'restart-and-apply') {
+/**
+ * A comm message `{"type": "request", "action": "restart-and-apply", "settings": {...}}` with settings that check
+ * against `words`, or null.
+ */
+export function parseKernelRequest(
+  data: unknown,
+  words: SettingWords | null
+): { action: 'restart-and-apply'; settings: SavedSettings } | null {
+  if (!isPlainObject(data) || data.type !== 'request' || data.action !== 'restart-and-apply' || !words) {
     return null;
   }
-  const checked = checkSettings(data.settings ?? {});
+  const checked = checkSettings(data.settings ?? {}, words);
   return checked.ok ? { action: 'restart-and-apply', settings: checked.settings } : null;
 }

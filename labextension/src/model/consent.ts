@@ -11,15 +11,16 @@
  */
 
 import { plainTrans, Trans } from './format.js';
-import { isPlainObject, SavedDocument, SavedSettings, SETTING_NAMES, settingLines } from './saved.js';
+import { canonicalSettings, isPlainObject, SavedDocument, SavedSettings, settingLines } from './saved.js';
 
 /**
  * What the saved settings are, for comparing them with those agreed to (the page's own memory of the server's
- * answers): the version and each setting in apply order. `apply_on_start` is left out: turning it off and on
- * again applies the same settings.
+ * answers): the version and the settings as the server's digest reads them (`canonicalSettings`), so the page
+ * and the server tell the same settings apart. `apply_on_start` is left out: turning it off and on again applies
+ * the same settings.
  */
 export function settingsKey(saved: SavedDocument): string {
-  return JSON.stringify([saved.version, SETTING_NAMES.map(name => saved.settings[name] ?? null)]);
+  return JSON.stringify([saved.version, canonicalSettings(saved.settings)]);
 }
 
 /** The body of POST tfgpu/api/consent: the notebook's path, its saved settings, and whether to record agreement. */

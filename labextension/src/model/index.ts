@@ -7,12 +7,14 @@
  * language pack translates the sidebar; the tests use `plainTrans`, which only fills placeholders.
  *
  * The files, each importing only those above it:
- * - words.ts: the data's words for states and missing values (the comm's and the server's `words`);
+ * - words.ts: the data's words for states and missing values (the comm's and the server's `words`), and the
+ *   settings a notebook can save (their `setting_words`: no setting is named in this code);
  * - format.ts: translation, "not available" values, numbers, sizes, durations and times as text;
  * - processes.ts: a GPU's processes as rows (by notebook, idle time, shut-down eligibility, ownership);
  * - mig.ts: MIG devices as rows under their GPU;
  * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows, and what shutting a kernel down frees;
  * - history.ts: the GPUs' recent samples, merged from answer to answer;
+ * - feed.ts: the server's answer as the page keeps it, and who needs it (the sidebar's and the status bar's one feed);
  * - chart.ts: a GPU's chart as geometry (steps with gaps, ticks, the values under the pointer);
  * - notebook.ts: the kernel comm ("This notebook");
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
@@ -30,6 +32,7 @@ export * from './processes.js';
 export * from './mig.js';
 export * from './gpus.js';
 export * from './history.js';
+export * from './feed.js';
 export * from './chart.js';
 export * from './notebook.js';
 export * from './saved.js';

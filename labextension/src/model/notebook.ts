@@ -14,7 +14,7 @@ import {
   plainTrans,
   Trans
 } from './format.js';
-import { keyWords, readWords, Words } from './words.js';
+import { keyWords, readSettingWords, readWords, SettingWords, Words } from './words.js';
 
 // -- the kernel comm ("This notebook") ---------------------------------------------------------------------
 
@@ -107,6 +107,17 @@ export function messageWords(data: unknown): Words | null | undefined {
     return undefined;
   }
   return readWords((data as { words?: unknown }).words);
+}
+
+/**
+ * The settings a comm message names (a `state` message has the kernel's `setting_words`): `undefined` when the
+ * message says nothing of them (keep the last), null when a `state` has none (an older kernel).
+ */
+export function messageSettingWords(data: unknown): SettingWords | null | undefined {
+  if (typeof data !== 'object' || data === null || (data as { type?: unknown }).type !== 'state') {
+    return undefined;
+  }
+  return readSettingWords((data as { setting_words?: unknown }).setting_words);
 }
 
 export type Level = 'ok' | 'info' | 'warn' | 'error';

@@ -1,38 +1,25 @@
 /**
- * The saved settings (the notebook's `tfgpu` metadata): the setting names and the editor's placeholders,
- * reading and checking the metadata, the document to write, the settings as `%tfgpu` lines and as a first
- * cell, and the editor's texts.
+ * The saved settings (the notebook's `tfgpu` metadata): reading and checking the metadata, the document to write,
+ * the settings as `%tfgpu` lines and as a first cell, and the editor's texts. Which settings there are, their
+ * order and which take one value per GPU come with the data (`SettingWords`, words.ts): nothing here names one.
  */
 
 import { LOAD_EXTENSION_SOURCE, SAVED_VERSION } from '../constants.js';
 import { plainTrans, Trans } from './format.js';
+import { SettingWords, settingWord } from './words.js';
 
 // -- saved settings (the notebook's `tfgpu` metadata) ------------------------------------------------------
-
-/** The settings a notebook can carry, in the order the kernel applies them (tfgpu_magic/core/saved.py ORDER). */
-export const SETTING_NAMES = ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement'] as const;
-export type SettingName = (typeof SETTING_NAMES)[number];
-
-/** The settings that may hold one value per GPU: a list of `%tfgpu` argument texts, each with its `--gpu I`. */
-export const PER_GPU_SETTINGS: ReadonlySet<SettingName> = new Set<SettingName>(['limit', 'virtual']);
-
-/** What the editor's empty inputs show: the values each setting takes. */
-export const SETTING_PLACEHOLDERS: Readonly<Record<SettingName, string>> = {
-  visible: '1 / auto / all',
-  cpus: '4',
-  cpumem: 'on|off',
-  growth: 'on|off',
-  limit: '40% / 2GB',
-  virtual: '2x2GB',
-  placement: 'on|off'
-};
 
 /** The metadata version this sidebar reads and writes (defined with the other versions in constants.ts). */
 export { SAVED_VERSION };
 
-/** One setting's saved value: the text after `%tfgpu <name>`, or (limit, virtual) one such text per GPU. */
+/** One setting's saved value: the text after `%tfgpu <name>`, or (a per-GPU setting) one such text per GPU. */
 export type SettingValue = string | string[];
-export type SavedSettings = { [name in SettingName]?: SettingValue };
+/**
+ * Setting name -> value. Read or checked (`readSaved`, `checkSettings`), the names are the words' and in their
+ * order, the kernel's apply order: the functions below that take no words keep the order they are given.
+ */
+export type SavedSettings = { [name: string]: SettingValue };
 
 /** The notebook's `metadata.tfgpu`, as this sidebar writes it. */
 export interface SavedDocument {
@@ -46,20 +33,19 @@ export interface SavedDocument {
  * - `none`: the notebook has no such key: nothing is ever run for it;
  * - `ok`: a document the kernel can be given (settings trimmed, in apply order);
  * - `newer`: written by a newer tfgpu_magic: not applied, not overwritten without asking;
- * - `invalid`: not the shape of the key: not applied; `message` says what is wrong.
+ * - `invalid`: not the shape of the key: not applied; `message` says what is wrong;
+ * - `waiting`: its settings cannot be read before the data has named the settings (`SettingWords`: the server's
+ *   first answer brings them).
  */
 export type SavedRead =
   | { kind: 'none' }
   | { kind: 'ok'; saved: SavedDocument }
   | { kind: 'newer'; version: number; message: string }
-  | { kind: 'invalid'; message: string };
+  | { kind: 'invalid'; message: string }
+  | { kind: 'waiting'; message: string };
 
 export function isPlainObject(value: unknown): value is { [key: string]: unknown } {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function isSettingName(name: string): name is SettingName {
-  return (SETTING_NAMES as readonly string[]).includes(name);
 }
 
 /** A value as JSON for a message, cut to `length` characters. */
@@ -100,26 +86,31 @@ function shortText(text: string, length = 60): string {
 }
 
 /**
- * The settings' shape: an object of known names, each a non-empty string of one line, or for limit and virtual
- * a non-empty list of them. Returns the trimmed settings in apply order, or what is wrong (the kernel's
- * `normalise` checks the same).
+ * The settings' shape: an object of the words' names, each a non-empty string of one line, or for a per-GPU
+ * setting a non-empty list of them. Returns the trimmed settings in the words' order (the kernel's apply order),
+ * or what is wrong (the kernel's `normalise` checks the same).
  */
 export function checkSettings(
   settings: unknown,
+  words: SettingWords,
   trans: Trans = plainTrans
 ): { ok: true; settings: SavedSettings } | { ok: false; message: string } {
   if (!isPlainObject(settings)) {
     return { ok: false, message: trans.__('the saved settings are %1, not an object', shortJSON(settings)) };
   }
-  const unknown = Object.keys(settings).filter(name => !isSettingName(name));
+  const unknown = Object.keys(settings).filter(name => !settingWord(words, name));
   if (unknown.length) {
     return {
       ok: false,
-      message: trans.__('unknown saved setting %1; valid: %2', shortJSON(unknown[0], 40), SETTING_NAMES.join(', '))
+      message: trans.__(
+        'unknown saved setting %1; valid: %2',
+        shortJSON(unknown[0], 40),
+        words.map(word => word.name).join(', ')
+      )
     };
   }
   const out: SavedSettings = {};
-  for (const name of SETTING_NAMES) {
+  for (const { name, perGpu } of words) {
     const value = settings[name];
     if (value === undefined || value === null) {
       continue;
@@ -128,11 +119,11 @@ export function checkSettings(
     const good =
       values.length > 0 &&
       values.every(v => typeof v === 'string' && v.trim() !== '') &&
-      (values.length === 1 || PER_GPU_SETTINGS.has(name));
+      (values.length === 1 || perGpu);
     if (!good) {
       return {
         ok: false,
-        message: PER_GPU_SETTINGS.has(name)
+        message: perGpu
           ? trans.__('saved %1 is %2: expected the text after `%tfgpu %1`, or a list of them, one per GPU', name, shortJSON(value))
           : trans.__('saved %1 is %2: expected the text after `%tfgpu %1`', name, shortJSON(value))
       };
@@ -155,8 +146,11 @@ export function checkSettings(
   return { ok: true, settings: out };
 }
 
-/** Read `metadata.tfgpu` (undefined when the notebook has none) for its shape. */
-export function readSaved(raw: unknown, trans: Trans = plainTrans): SavedRead {
+/**
+ * Read `metadata.tfgpu` (undefined when the notebook has none) for its shape, its settings against `words`
+ * (null: not known yet, so a document with settings is `waiting`).
+ */
+export function readSaved(raw: unknown, words: SettingWords | null, trans: Trans = plainTrans): SavedRead {
   if (raw === undefined || raw === null) {
     return { kind: 'none' };
   }
@@ -185,30 +179,48 @@ export function readSaved(raw: unknown, trans: Trans = plainTrans): SavedRead {
   if (typeof apply !== 'boolean') {
     return { kind: 'invalid', message: trans.__('apply_on_start is %1, not true or false', shortJSON(apply)) };
   }
-  const checked = checkSettings(raw.settings === undefined ? {} : raw.settings, trans);
+  if (words === null) {
+    return { kind: 'waiting', message: trans.__('waiting for the server to name the settings') };
+  }
+  const checked = checkSettings(raw.settings === undefined ? {} : raw.settings, words, trans);
   if (!checked.ok) {
     return { kind: 'invalid', message: checked.message };
   }
   return { kind: 'ok', saved: { version: SAVED_VERSION, apply_on_start: apply, settings: checked.settings } };
 }
 
-/** The metadata document to write for these settings. */
-export function savedDocument(settings: SavedSettings, applyOnStart: boolean): SavedDocument {
-  const checked = checkSettings(settings);
+/** The metadata document to write for these settings (in the words' order). */
+export function savedDocument(settings: SavedSettings, applyOnStart: boolean, words: SettingWords): SavedDocument {
+  const checked = checkSettings(settings, words);
   return { version: SAVED_VERSION, apply_on_start: applyOnStart, settings: checked.ok ? checked.settings : {} };
 }
 
 /** Whether any setting is saved. */
 export function hasSettings(settings: SavedSettings | null | undefined): boolean {
-  return !!settings && SETTING_NAMES.some(name => settings[name] !== undefined);
+  return !!settings && Object.values(settings).some(value => value !== undefined && value !== null);
 }
 
-/** Each saved value as one `%tfgpu` argument line, in apply order: ["cpus 3", "limit 2GB --gpu 0", ...]. */
+/**
+ * The settings as tfgpu_magic/core/consent.py `canonical` writes them: names sorted, each a list of its values
+ * trimmed, as JSON; so a value and a list of just that value, spaces around it or not, in any order of the names,
+ * are the same settings.
+ */
+export function canonicalSettings(settings: SavedSettings | null | undefined): string {
+  const out: { [name: string]: string[] } = {};
+  for (const name of Object.keys(settings ?? {}).sort()) {
+    const value = settings![name];
+    if (value !== undefined && value !== null) {
+      out[name] = (Array.isArray(value) ? value : [value]).map(v => String(v).trim());
+    }
+  }
+  return JSON.stringify(out);
+}
+
+/** Each saved value as one `%tfgpu` argument line, in the settings' order: ["cpus 3", "limit 2GB --gpu 0", ...]. */
 export function settingLines(settings: SavedSettings): string[] {
   const lines: string[] = [];
-  for (const name of SETTING_NAMES) {
-    const value = settings[name];
-    for (const v of value === undefined ? [] : Array.isArray(value) ? value : [value]) {
+  for (const [name, value] of Object.entries(settings)) {
+    for (const v of value === undefined || value === null ? [] : Array.isArray(value) ? value : [value]) {
       lines.push(`${name} ${v}`);
     }
   }
@@ -222,10 +234,10 @@ export function settingLines(settings: SavedSettings): string[] {
  * them: `checkSettings`) give no `%tfgpu` line at all. The sidebar writes it only after the kernel's check
  * accepted the values (saved.ts `writeCheckedFirstCell`).
  */
-export function firstCellSource(saved: SavedDocument | SavedSettings | unknown): string {
+export function firstCellSource(saved: SavedDocument | SavedSettings | unknown, words: SettingWords): string {
   const object = isPlainObject(saved) ? saved : {};
   const settings = isPlainObject(object.settings) ? object.settings : 'settings' in object ? {} : object;
-  const checked = checkSettings(settings);
+  const checked = checkSettings(settings, words);
   const lines = checked.ok ? settingLines(checked.settings) : [];
   return [LOAD_EXTENSION_SOURCE, ...lines.map(line => `%tfgpu ${line}`)].join('\n');
 }
@@ -244,15 +256,15 @@ export function editorText(value: SettingValue | undefined): string {
   return value === undefined ? '' : Array.isArray(value) ? value.join('; ') : value;
 }
 
-/** The editor's texts as settings: empty means not set; "a; b" is a per-GPU list (limit, virtual). */
-export function settingsFromEditor(texts: { [name: string]: string | undefined }): SavedSettings {
+/** The editor's texts as settings, in the words' order: empty means not set; "a; b" is a per-GPU setting's list. */
+export function settingsFromEditor(texts: { [name: string]: string | undefined }, words: SettingWords): SavedSettings {
   const out: SavedSettings = {};
-  for (const name of SETTING_NAMES) {
+  for (const { name, perGpu } of words) {
     const text = (texts[name] ?? '').trim();
     if (!text) {
       continue;
     }
-    const parts = PER_GPU_SETTINGS.has(name)
+    const parts = perGpu
       ? text
           .split(';')
           .map(part => part.trim())
@@ -265,10 +277,9 @@ export function settingsFromEditor(texts: { [name: string]: string | undefined }
   return out;
 }
 
-/** The saved settings as rows to show: name and value text. */
-export function savedRows(settings: SavedSettings): { name: SettingName; value: string }[] {
-  return SETTING_NAMES.filter(name => settings[name] !== undefined).map(name => ({
-    name,
-    value: editorText(settings[name])
-  }));
+/** The saved settings as rows to show, in their order: name and value text. */
+export function savedRows(settings: SavedSettings): { name: string; value: string }[] {
+  return Object.entries(settings)
+    .filter(([, value]) => value !== undefined && value !== null)
+    .map(([name, value]) => ({ name, value: editorText(value) }));
 }

@@ -1,6 +1,7 @@
 /**
  * The status-bar item: the GPU memory the front notebook's kernel holds and where ("GPU 1 · 6.0 GiB"), from the
- * sidebar's answer (no request of its own). Null where it holds none, or there is no answer: the item hides.
+ * server's answer in the page's one feed (the sidebar reads the same; no request of its own). Null where it holds
+ * none, or there is no current answer: the item hides.
  */
 
 import { formatMiB, isNumber, missingWord, plainTrans, Trans } from './format.js';

@@ -3,6 +3,9 @@
  * `state` message and the server's GET tfgpu/api/gpus answer both have `words` (tfgpu_magic/core/words.py
  * `to_dict()`), so the sidebar calls a state what the kernel's own views call it. This file keeps no copy of
  * those words: without them (an older kernel or server) a key reads as itself, "no_gpu" as "no gpu".
+ *
+ * Both also carry `setting_words` (tfgpu_magic/core/settings `wire_words()`): the settings a notebook can save,
+ * in the order a kernel applies them. The sidebar keeps no list of setting names either.
  */
 
 /** `words` of the data, read (see `readWords`). */
@@ -58,4 +61,67 @@ export function readWords(raw: unknown): Words | null {
 /** A key as words when the data names it not: "no_permission" -> "no permission". */
 export function keyWords(key: string): string {
   return key.replace(/_/g, ' ');
+}
+
+/** One setting a notebook can save, as the registry names it (an element of the data's `setting_words`). */
+export interface SettingWord {
+  /** What follows `%tfgpu` in the setting's lines. */
+  name: string;
+  /** It may hold one value per GPU: a list of `%tfgpu` argument texts, each with its `--gpu I`. */
+  perGpu: boolean;
+  /** What the editor's empty input shows: the values it takes ("40% / 2GB"). */
+  placeholder: string;
+}
+
+/** The settings a notebook can save, in the order a kernel applies them. */
+export type SettingWords = readonly SettingWord[];
+
+/**
+ * A name goes into `%tfgpu <name> <value>` lines and element ids: one word of lower-case letters, digits and
+ * underscores, whatever the data says.
+ */
+const SETTING_NAME = /^[a-z][a-z0-9_]*$/;
+
+/**
+ * The data's `setting_words`, read (null: none there, an older kernel or server). Entries of another shape, and a
+ * name given twice, are left out; keys this sidebar does not know are ignored (the registry may add some).
+ */
+export function readSettingWords(raw: unknown): SettingWords | null {
+  if (!Array.isArray(raw)) {
+    return null;
+  }
+  const out: SettingWord[] = [];
+  for (const entry of raw) {
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) {
+      continue;
+    }
+    const { name, per_gpu: perGpu, placeholder } = entry as { [key: string]: unknown };
+    if (typeof name !== 'string' || !SETTING_NAME.test(name) || out.some(word => word.name === name)) {
+      continue;
+    }
+    out.push({ name, perGpu: perGpu === true, placeholder: typeof placeholder === 'string' ? placeholder : '' });
+  }
+  return out.length ? out : null;
+}
+
+/** The registry's word for the setting `name` (undefined: no such setting). */
+export function settingWord(words: SettingWords, name: string): SettingWord | undefined {
+  return words.find(word => word.name === name);
+}
+
+/** Whether two readings name the same settings alike (the editor is then left as it is). */
+export function sameSettingWords(a: SettingWords | null, b: SettingWords | null): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The setting words the page goes by: the server's, the same for every notebook and every part of the page (the
+ * start's apply reads them too, before any kernel has a comm); else the front kernel's, where the server names
+ * none (an older server, or its extension off).
+ */
+export function pageSettingWords(
+  server: SettingWords | null,
+  kernel: SettingWords | null | undefined
+): SettingWords | null {
+  return server ?? kernel ?? null;
 }
