@@ -509,8 +509,9 @@ def test_the_sidebar_and_metrics_behind_a_path_prefix(fake_nvml_lib, tmp_path):
 
 def test_the_status_bar_shows_the_front_notebooks_gpu_memory(page, gpu_lab, tmp_path):
     """With the sidebar closed, the status bar says what the front notebook's kernel holds and where ("GPU 1 · 6.0
-    GiB", from the sidebar's own answers), opens the sidebar when clicked, hides while the kernel holds nothing,
-    and stays away once its setting is off."""
+    GiB", from the page's one feed of the server's answer), opens the sidebar when clicked, hides while the kernel
+    holds nothing, and stays away once its setting is off. Both open, they read the same answers: one request a
+    refresh interval, not one each."""
     import json
     import urllib.request
 
@@ -532,6 +533,10 @@ def test_the_status_bar_shows_the_front_notebooks_gpu_memory(page, gpu_lab, tmp_
     shoot(page, bar, tmp_path, "statusbar")
     item.click()
     expect(page.locator(SIDEBAR)).to_be_visible()
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/tfgpu/api/gpus" in r.url else None)
+    page.wait_for_timeout(6500)  # the default interval is 2 s: about three answers for both views
+    assert 2 <= len(asked) <= 5, asked
 
     # The setting off (Settings > Settings Editor > GPUs sidebar), then a reload: no item, however much it holds.
     request = urllib.request.Request(f"{lab.url}/lab/api/settings/tfgpu_magic:sidebar", method="PUT",
