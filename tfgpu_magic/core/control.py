@@ -178,6 +178,7 @@ class Controller:
                 " (it is not installed)" if state is TFState.NOT_INSTALLED else "")
             return self._record(Outcome(change.setting, Status.PENDING, joined(waits, said))), note
         read = {name: self.environ.get(name) for name in env}
+        wanted = env
         if env and setting.read_at is not None and state >= setting.read_at:
             env = {}  # read already: TensorFlow's own call does the work, or nothing can
         tf = self._tensorflow()
@@ -185,7 +186,7 @@ class Controller:
         old_env = self._apply_env(changed)
         outcome = self.adapter(tf, state, snap).apply(setting, new_plan)
         try:
-            outcome = setting.after_apply(change, value, outcome, env, changed, read, state)
+            outcome = setting.after_apply(change, value, outcome, wanted, changed, read, state)
         except RefusedError:
             self.restore_env(old_env)
             raise
@@ -396,10 +397,10 @@ class Controller:
             return Rehearsal(dict(self.environ), snap, getattr(self, "assignment", None))
 
     def read_back(self) -> None:
-        """Take into the record what TensorFlow has where the notebook changed it with its own tf.config call: a
-        CPU split it made (before or after a `%tfgpu cpus`) reads as the notebook's in status, export and the
-        panel, and a later `%tfgpu cpus` says it replaces it. Runs on the main thread, after each cell and before
-        a change; reads TensorFlow only once it is imported (reading its configuration starts nothing)."""
+        """Take into the record what TensorFlow has where the notebook changed it with its own tf.config call (each
+        setting's read_back: a CPU split the notebook made reads as the notebook's in status, export and the panel,
+        and a later change says it replaces it). Runs on the main thread, after each cell and before a change;
+        reads TensorFlow only once it is imported (reading its configuration starts nothing)."""
         tf = sys.modules.get("tensorflow")
         state = self.probe().state
         if tf is None or state < TFState.IMPORTED or importing_tensorflow_elsewhere():

@@ -215,8 +215,9 @@ class Setting:
         return ""
 
     def after_apply(self, change: Change, value, outcome, env: dict, changed: dict, read: dict, state):
-        """The outcome once TensorFlow took it: ``env`` the variables it set (``changed`` those that moved, ``read``
-        their values before). May raise RefusedError (the controller then puts the variables back)."""
+        """The outcome once TensorFlow took it: ``env`` the variables it asked for (``changed`` those set now: none
+        once TensorFlow has read them; ``read`` their values before). May raise RefusedError (the controller then
+        puts the variables back)."""
         return outcome
 
     def env(self, controller, value, plan: Plan, state, given, snap) -> dict[str, str | None]:
