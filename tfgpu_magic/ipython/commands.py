@@ -18,6 +18,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
+from ..core import settings as registry
 from ..core.changes import from_args
 from ..core.export import render_tf1, render_tf2
 from ..core.plan import PlanError, shown
@@ -52,7 +53,8 @@ def dispatch(ext: Extension, line: str, cell: str | None = None):
         raise UsageError(f"tfgpu: {shown(name)} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
     if cell is None and name == "device":
         raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
-    handler = ROUTES.get(name)
+    # A setting's name routes to the one setting handler: the registry (core/settings/) says which names are settings.
+    handler = ROUTES.get(name) or (setting if name in registry.names() else None)
     if handler is None:
         raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(syntax.SUBCOMMANDS)} "
                          "(`%tfgpu help` explains each)")
@@ -140,7 +142,7 @@ def export(call: Call) -> None:
     plan = controller.plan
     # Every GPU NVML lists, with None for an unknown total, so a percentage on a lost GPU is refused
     # instead of exported as "no limit".
-    gpus = controller.nvml().gpus if plan.limits or plan.virtual else ()
+    gpus = controller.nvml().gpus if any(s.per_gpu and s.asked(plan) for s in registry.settings()) else ()
     totals = {g.index: g.memory_total_mib if isinstance(g.memory_total_mib, int) else None for g in gpus}
     placement = bool(call.ext.placement and call.ext.placement.status().get("on"))
     render = render_tf1 if call.args.tf1 else render_tf2
@@ -189,7 +191,7 @@ def placement_off(call: Call) -> None:
 
 def placement_show(call: Call) -> None:
     wanted = show_filter(call.args)
-    _capture(call).show(wanted["device"], wanted["op"], wanted["cell"], wanted["limit"], every=wanted["all"])
+    _capture(call).show(wanted["device"], wanted["op"], wanted["cell"], wanted["rows"], every=wanted["all"])
 
 
 def placement_clear(call: Call) -> None:
@@ -249,12 +251,6 @@ def panel(call: Call) -> None:
 ROUTES: dict[str, Handler | dict[str, Handler]] = {
     "status": status,
     "devices": devices,
-    "visible": setting,
-    "growth": setting,
-    "limit": setting,
-    "virtual": setting,
-    "cpus": setting,
-    "cpumem": setting,
     "placement": PLACEMENT_ROUTES,
     "device": device,
     "memory": memory,

@@ -95,7 +95,9 @@ def show_parser(options: tuple[str, ...]) -> WordParser:
                                                             f"valid: {', '.join(options)}")
     for option in options:
         what, metavar = _SHOW[option]
-        made.add_argument(option, action=Once, nargs=0 if metavar is None else None, metavar=metavar, help=what)
+        # --limit is the number of rows shown (dest "rows"), not the memory setting of that name.
+        made.add_argument(option, action=Once, nargs=0 if metavar is None else None, metavar=metavar, help=what,
+                          **({"dest": "rows"} if option == "--limit" else {}))
     return made
 
 
@@ -118,18 +120,18 @@ def device_parser() -> WordParser:
 
 
 def show_filter(args: argparse.Namespace) -> dict[str, Any]:
-    """``placement show``'s parsed options with their values checked: device, op, cell, limit, all."""
+    """``placement show``'s parsed options with their values checked: device, op, cell, rows (--limit), all."""
     if args.device is not None:
         try:
             device_matcher(args.device)
         except ValueError:
             raise PlanError(f"bad --device {shown(args.device)}; use a device like {DEVICE_FORMS}, "
                             "or CPU / GPU for all of a kind") from None
-    numbers: dict[str, int | None] = {"cell": None, "limit": DEFAULT_SHOW_LIMIT}
-    for key, lowest in (("cell", 0), ("limit", 1)):
+    numbers: dict[str, int | None] = {"cell": None, "rows": DEFAULT_SHOW_LIMIT}
+    for key, option, lowest in (("cell", "--cell", 0), ("rows", "--limit", 1)):
         text = getattr(args, key)
         if text is not None:
             numbers[key] = whole_number(text, low=lowest, high=MAX_INDEX)
             if numbers[key] is None:
-                raise PlanError(f"bad --{key} {shown(text)}; use a whole number >= {lowest}")
+                raise PlanError(f"bad {option} {shown(text)}; use a whole number >= {lowest}")
     return {"device": args.device, "op": args.op, **numbers, "all": bool(args.all)}
