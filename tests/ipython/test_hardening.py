@@ -93,7 +93,7 @@ def test_a_limit_larger_than_its_gpu_is_refused_with_the_total(shell):
 def test_a_limit_for_every_gpu_is_checked_against_the_visible_ones_only(shell):
     shell.run_line_magic("tfgpu", "visible 0,2")
     shell.run_line_magic("tfgpu", "limit 30GB")  # GPU 1 (22 GiB) is hidden
-    assert shell.tfgpu.controller.plan.limit_map == {"all": 30720}
+    assert shell.tfgpu.controller.plan.per_gpu("limit") == {"all": 30720}
 
 
 def test_sizes_no_gpu_has_are_refused_before_nvml_is_asked():
@@ -151,7 +151,7 @@ def test_export_refuses_a_percentage_whose_gpu_is_lost(shell, line, tf1):
 
 
 def test_export_never_renders_a_gpu_that_visible_hides():
-    plan = Plan(visible=VisibleSpec(indices=(0,)), limits=((1, 1024),))  # not reachable through the magics
+    plan = Plan(visible=VisibleSpec(indices=(0,)), limit=((1, 1024),))  # not reachable through the magics
     for render in (export.render_tf2, export.render_tf1):
         with pytest.raises(PlanError, match="hides it"):
             render(plan, {0: 40960, 1: 23034})
