@@ -2,9 +2,12 @@
 (support/fakenvml_fixtures.py) and a JupyterLab in Chromium. The helpers that are no fixture (paths, a user's
 environment, real TensorFlow in a fresh process) are in support/harness.py.
 
-The folders are the layers and the markers: core, render, ipython, tf, kernel, server, frontend, browser,
-course, gpu, hub. A test in tf/, kernel/, server/, browser/, course/, gpu/ or hub/ carries that marker, so
-`pytest -m "not browser"` and `pytest tests/browser` select the same tests."""
+The folders are the layers and the tiers. core/, render/ and ipython/ are the fast tier (`make test-fast`): no
+kernel, no TensorFlow, no server, no browser, no Node.js. Every other folder is a marker of the slow tier, named
+after it (tierguard.SLOW_MARKERS: tf, kernel, server, browser, course, gpu, hub, frontend): a test there carries
+its folder's marker and `slow`, so `pytest -m "not browser"` and `pytest tests/browser` select the same tests,
+and `pytest -m "not slow"` is the fast tier. A test in a fast folder that starts any of those fails, naming the
+marker (support/tierguard.py); one that carries a slow marker there is a collection error: move it."""
 
 from __future__ import annotations
 
@@ -15,8 +18,11 @@ from pathlib import Path
 
 import pytest
 
-# pytest-jupyter has no entry point: its jp_fetch and server fixtures are loaded here (tests/server/test_server.py).
-pytest_plugins = ["fakenvml_fixtures", "pytest_jupyter.jupyter_server"]
+HERE = Path(__file__).resolve().parent
+
+# pytest-jupyter's server fixtures are tests/server's alone (its conftest.py): its autouse fixtures cost every other
+# test a ServerApp and an event loop. tierguard: the fast tier's guard (support/tierguard.py).
+pytest_plugins = ["fakenvml_fixtures", "tierguard"]
 
 
 def pytest_configure(config):
@@ -72,12 +78,37 @@ def lab(fake_nvml_lib, tmp_path_factory):
         yield lab
 
 
-MARKED_FOLDERS = ("tf", "kernel", "server", "browser", "course", "gpu", "hub")
+def pytest_ignore_collect(collection_path, config):
+    """`-m "not slow"` (the fast tier) does not even collect the slow folders, whose every test is slow: no import
+    of what they need (a server, a browser's driver), the same tests."""
+    from tierguard import SLOW_MARKERS
+
+    if (config.getoption("markexpr", "") or "").split() == ["not", "slow"] and collection_path.parent == HERE \
+            and collection_path.name in SLOW_MARKERS:
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
-    here = Path(__file__).resolve().parent
+    """Each slow marker is a folder of its own: a test there carries it, and `slow`."""
+    from tierguard import SLOW_MARKERS  # here, not above: pytest_plugins imports it first (assertion rewriting)
+
+    here = HERE
+    misplaced = []
     for item in items:
         folder = Path(str(item.fspath)).resolve().relative_to(here).parts[0]
-        if folder in MARKED_FOLDERS and folder not in {m.name for m in item.iter_markers()}:
+        names = {m.name for m in item.iter_markers()}
+        if folder in SLOW_MARKERS and folder not in names:
             item.add_marker(getattr(pytest.mark, folder))
+            names.add(folder)
+        slow = sorted(names & set(SLOW_MARKERS))
+        if slow and folder not in SLOW_MARKERS:
+            misplaced.append(f"{item.nodeid} is marked {', '.join(slow)} in the fast folder tests/{folder}/: "
+                             f"move it to tests/{slow[0]}/")
+        elif "slow" in names and not slow:
+            misplaced.append(f"{item.nodeid} is marked slow without saying why: put it in the folder of one of "
+                             f"{', '.join(SLOW_MARKERS)}")
+        if slow and "slow" not in names:
+            item.add_marker(pytest.mark.slow)
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tier's folder:\n" + "\n".join(misplaced))

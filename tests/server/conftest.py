@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import pytest
 from fakenvml import IN_PROCESS_LIB_NAME, FakeNvmlUnavailable, build_fake_nvml, in_process, three_gpus
+
+# pytest-jupyter has no entry point, and here is the only folder that needs it: its fixtures (jp_fetch and the
+# rest, its autouse event loop and server clean-up) and its hooks (async tests) hold for the tests in this folder.
+from pytest_jupyter.jupyter_server import *  # noqa: F403
 from serverapi import FakeGpus
 
 EXTENSION = {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}}}
