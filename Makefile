@@ -8,7 +8,7 @@ TF_PIN := $(if $(TF),"tensorflow-cpu==$(TF)",)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup test lab lint bench clean
+.PHONY: setup test test-fast lab lint bench clean
 
 # The sidebar (labextension/, TypeScript) is built by the install's jupyter-builder hook with jlpm, which
 # jupyterlab brings; only Node.js 20.19+ is needed beside it. Users of the wheel need no Node.js at all.
@@ -48,6 +48,13 @@ setup: $(STAMP) $(LABEXT) $(CHP)
 test: $(STAMP) $(LABEXT) $(CHP)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest
+
+# The fast tier: the linter, then every test with no slow marker (`-m "not slow"`: tests/core, render and ipython) on
+# every core. No kernel, no TensorFlow, no server, no browser, no Node.js (tests/support/tierguard.py fails a test
+# there that starts one), so it needs the venv only: not the sidebar's build, not the Hub's proxy.
+test-fast: $(STAMP)
+	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
+	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest -m "not slow" -n auto
 
 # Jupyter refuses to run as root without --allow-root; CI machines and containers are root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
