@@ -1,5 +1,5 @@
 """Contracts written once: the five schema and protocol versions named alike on both sides, every Python path the
-frontend sends to a kernel in labextension/src/constants.ts alone (the kernel test in test_saved runs them), and
+frontend sends to a kernel in labextension/src/constants.ts alone (tests/kernel/test_saved_kernel.py runs them), and
 one version source (package.json) for the package, the wheel's metadata and the labextension."""
 
 from __future__ import annotations
