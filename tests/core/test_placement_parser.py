@@ -373,9 +373,9 @@ def test_record_table_rendering():
 
 
 def test_show_options():
-    assert parse_show_options([]) == {"device": None, "op": None, "cell": None, "limit": 50, "all": False}
+    assert parse_show_options([]) == {"device": None, "op": None, "cell": None, "rows": 50, "all": False}
     assert parse_show_options(["--device", "CPU:1", "--op=MatMul", "--cell", "3", "--limit", "5", "--all"]) == {
-        "device": "CPU:1", "op": "MatMul", "cell": 3, "limit": 5, "all": True}
+        "device": "CPU:1", "op": "MatMul", "cell": 3, "rows": 5, "all": True}
 
 
 def _record(cell, op, op_type, channel, device="/job:localhost/replica:0/task:0/device:CPU:0"):

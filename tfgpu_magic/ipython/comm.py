@@ -20,7 +20,6 @@ from typing import Any
 
 from ..core import words
 from ..core.inputs import short_repr, shown
-from ..core.settings import wire_words
 from ..core.version import COMM_PROTOCOL as PROTOCOL
 
 TARGET = "tfgpu"
@@ -40,7 +39,10 @@ def for_sidebar(sections: dict[str, Any]) -> dict[str, Any]:
 
 def state_message(sections: dict[str, Any]) -> dict[str, Any]:
     """Every section, the vocabulary (core/words.py) and the settings' registry words (core/settings): the sidebar
-    names states with the kernel's words and edits the settings this kernel knows, keeping no list of its own."""
+    names states with the kernel's words and edits the settings this kernel knows, keeping no list of its own.
+    (The registry loads with the first state sent, not at %load_ext.)"""
+    from ..core.settings import wire_words
+
     return {"type": "state", "protocol": PROTOCOL, "sections": for_sidebar(sections), "words": words.to_dict(),
             "setting_words": wire_words()}
 
