@@ -25,8 +25,8 @@ from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
 from .plan import Plan, PlanError
 from .runtime import Adapter, Outcome, Probe, Status, TFState, add_import_hook, probe, remove_import_hook
-from .settings.base import Change, RefusedError, joined
-from .settings.choosing import gpu_list, why
+from .settings.base import Change, RefusedError, gpu_list, joined
+from .settings.base import nvml_why as why
 from .waiting import Claims
 from .warn import warn
 
@@ -125,7 +125,7 @@ class Controller:
         claimed: tuple[str, ...] = ()
         chose_note = ""  # how a choice by the moment went, when not by its rule
         choice = None
-        if self.claims is not None and self.probe().state < TFState.INITIALIZED:
+        if self.claims is not None and setting.chooses(change) and self.probe().state < TFState.INITIALIZED:
             choice = setting.choose(self, change)  # may wait: outside the lock
         if choice is not None:
             change, claimed, chose_note = choice

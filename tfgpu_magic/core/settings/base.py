@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
-from ..inputs import shown
+from ..inputs import printable, shown
 from ..plan import ALL, Plan, PlanError, parse_index, sorted_items
 
 
@@ -73,8 +74,9 @@ def keyword_text(value) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
-class Control:
+# Words and controls are NamedTuples: plain data, and about a sixth of a dataclass's cost to define when the first
+# `%tfgpu` call loads the registry.
+class Control(NamedTuple):
     """A setting's control in the live panel."""
 
     label: str  # "memory growth"
@@ -85,8 +87,7 @@ class Control:
     variable: str | None = None  # an environment variable whose true/false decides it when never asked
 
 
-@dataclass(frozen=True)
-class Words:
+class Words(NamedTuple):
     """What the faces say of a setting."""
 
     usage: str  # its line of the usage table, left column: "%tfgpu growth on|off"
@@ -200,10 +201,13 @@ class Setting:
         return ""
 
     # -- choosing, the environment, TensorFlow -----------------------------------------------------------
+    def chooses(self, change: Change) -> bool:
+        """Whether the change is chosen by the moment (free memory), with claims (``choose``)."""
+        return False
+
     def choose(self, controller, change: Change):
-        """A change chosen by the moment (free memory) with claims: (change with the devices named, claims taken,
-        a note); None when this change chooses nothing."""
-        return None
+        """A change chosen by the moment with claims: (change with the devices named, claims taken, a note)."""
+        raise NotImplementedError
 
     def resolve(self, controller, change: Change, value, snap, given) -> tuple[object, str]:
         """The value with what NVML names resolved (auto's choice, a MIG prefix), and a note on a choice made
@@ -244,6 +248,19 @@ class Setting:
 
     def export_tf1(self, plan: Plan, totals_mib: dict) -> list[str]:
         return []
+
+
+def gpu_list(snap) -> str:
+    """"0 (NVIDIA A100), 1 (...)": the machine's GPUs as a refusal names them (a message may reach a terminal)."""
+    names = [f"{g.index} ({printable(g.name)})" for g in snap.gpus]
+    return ", ".join(names) if names else "none"
+
+
+def nvml_why(error) -> str:
+    """Why NVML could not answer, in a refusal's words."""
+    if error is None:
+        return "NVML was not asked"
+    return getattr(error, "detail", "") or getattr(error, "reason", str(error))
 
 
 def with_detail(outcome, *parts: str):

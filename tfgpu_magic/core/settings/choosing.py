@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from ..inputs import printable
 from ..plan import PlanError, VisibleSpec, format_mib
 from ..waiting import gpu_key, live_claims, wait_until
+from .base import gpu_list, nvml_why
 
 # Which devices plain `visible auto` chooses among (README, "On a shared server"): `--min-free SIZE` replaces the
 # memory half; with `--wait` it waits for one; without, none qualifying, it takes the freest and says so.
@@ -30,21 +30,10 @@ class Unit:
     others: tuple[int, ...] | None = ()  # PIDs of other processes computing on it; None: NVML did not say
 
 
-def gpu_list(snap) -> str:
-    names = [f"{g.index} ({printable(g.name)})" for g in snap.gpus]  # a message may reach a terminal
-    return ", ".join(names) if names else "none"
-
-
 def needs_nvml(what: str, error) -> PlanError:
     """The one refusal of a choice by free memory without NVML, whichever path (now, or waiting) met it."""
-    return PlanError(f"{what} needs NVML to see free memory, and it is unavailable ({why(error)}); name the GPUs "
+    return PlanError(f"{what} needs NVML to see free memory, and it is unavailable ({nvml_why(error)}); name the GPUs "
                      "instead, like `%tfgpu visible 0`")
-
-
-def why(error) -> str:
-    if error is None:
-        return "NVML was not asked"
-    return getattr(error, "detail", "") or getattr(error, "reason", str(error))
 
 
 def candidates(snap, given, indices: tuple[int, ...], mig: bool) -> list[Unit]:

@@ -13,8 +13,19 @@ from ..plan import ALL, Plan, PlanError, VisibleSpec, parse_size, parse_visible,
 from ..runtime import Call, Status, Step, TFState, device_name
 from ..waiting import parse_duration
 from ..warn import warn
-from . import choosing
-from .base import Change, Control, Once, RefusedError, Setting, Words, joined, keyword_text, registered, with_detail
+from .base import (
+    Change,
+    Control,
+    Once,
+    RefusedError,
+    Setting,
+    Words,
+    joined,
+    keyword_text,
+    nvml_why,
+    registered,
+    with_detail,
+)
 
 VARIABLE = "CUDA_VISIBLE_DEVICES"
 ORDER_VAR = "CUDA_DEVICE_ORDER"
@@ -125,22 +136,28 @@ class Visible(Setting):
     def named_gpus(self, change, value) -> list[int]:
         return list(value.indices) if isinstance(value, VisibleSpec) else []
 
+    def chooses(self, change) -> bool:
+        return isinstance(change.value, VisibleSpec) and change.value.chooses
+
     def choose(self, controller, change):
-        value = change.value
-        if not (isinstance(value, VisibleSpec) and value.chooses):
-            return None
+        from . import choosing
+
         return choosing.choose_claiming(controller, change, controller.check_given)
 
     def resolve(self, controller, change, value, snap, given):
         if not isinstance(value, VisibleSpec):
             return value, ""
+        if value.mig:
+            return self._resolve_mig(change, value, snap, given), ""
+        if not value.chooses:
+            return value, ""
+        from . import choosing  # loaded by the first choice by the moment, not by every `%tfgpu` call
+
         if value.min_free_mib is not None and snap is not None and snap.available \
                 and snap.error is None and given.error is None:
             choosing.check_reachable(change.command, value, snap, given)  # a saved 15TiB --wait 7d would hold a start
         if value.auto is not None:
             return choosing.pick_once(f"%tfgpu visible {value}", value, snap, given, by_index=controller.rehearses)
-        if value.mig:
-            return self._resolve_mig(change, value, snap, given), ""
         return value, ""
 
     @staticmethod
@@ -149,7 +166,7 @@ class Visible(Setting):
         asked = spec.mig[0]
         if snap is None or not snap.available or snap.error is not None:
             raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
-                            f"({choosing.why(snap.error if snap else None)})")
+                            f"({nvml_why(snap.error if snap else None)})")
         found = snap.mig_device(asked)
         if found is None:
             listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
