@@ -8,7 +8,6 @@ import explains (a driver older than its CUDA, missing CUDA libraries).
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +34,8 @@ def cpu_only(tf: Any) -> bool:
 
 def distribution() -> str | None:
     """Which package installed TensorFlow, with its version: "tensorflow-cpu 2.21.0"."""
+    import importlib.metadata  # with email and zipfile, ~6 ms: loaded by the view that asks, not by every import
+
     for name in _DISTRIBUTIONS:
         try:
             return f"{name} {importlib.metadata.version(name)}"

@@ -13,21 +13,21 @@ import dataclasses
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.display import display
 
 from ..core import settings as registry
 from ..core.changes import from_args
-from ..core.export import render_tf1, render_tf2
 from ..core.plan import PlanError, shown
 from ..core.runtime import TFState, probe
-from ..render import live_html
-from ..render.snapshot import ShownSnapshot, take
 from . import syntax
 from .context import Extension, configure
 from .placement_args import show_filter
+
+if TYPE_CHECKING:
+    from ..render.snapshot import ShownSnapshot
 
 
 @dataclass
@@ -91,7 +91,10 @@ def reset(call: Call) -> None:
 
 
 # -- views -------------------------------------------------------------------------------------
+# The views load the renderers when first shown: a configuring call (the usual first one) needs none of them.
 def snapshot(ext: Extension, list_devices: bool = False) -> ShownSnapshot:
+    from ..render.snapshot import take
+
     placement = ext.placement.status() if ext.placement is not None else None
     live = getattr(ext, "live", None)
     return take(ext.controller, list_devices=list_devices, placement=placement,
@@ -133,6 +136,8 @@ def memory(call: Call) -> None:
         _show_text("\n".join(snap.memory_lines()), snap.memory_html())
         return
     cells, allocators = live.cells(), {"devices": snap.to_dict()["tensorflow"]["memory"]}
+    from ..render import live_html
+
     _show_text("\n".join([*snap.memory_lines(), "", *live_html.cells_text(cells, allocators)]),
                snap.memory_html() + live_html.cells_html(cells, allocators))
 
@@ -145,6 +150,8 @@ def export(call: Call) -> None:
     gpus = controller.nvml().gpus if any(s.per_gpu and s.asked(plan) for s in registry.settings()) else ()
     totals = {g.index: g.memory_total_mib if isinstance(g.memory_total_mib, int) else None for g in gpus}
     placement = bool(call.ext.placement and call.ext.placement.status().get("on"))
+    from ..core.export import render_tf1, render_tf2
+
     render = render_tf1 if call.args.tf1 else render_tf2
     print(render(plan, totals, placement=placement), end="")
 
