@@ -402,8 +402,10 @@ class Controller:
         and a later change says it replaces it). Runs on the main thread, after each cell and before a change;
         reads TensorFlow only once it is imported (reading its configuration starts nothing)."""
         tf = sys.modules.get("tensorflow")
+        if tf is None:  # before probing: without TensorFlow a probe looks for it on disk (~100 µs a cell)
+            return
         state = self.probe().state
-        if tf is None or state < TFState.IMPORTED or importing_tensorflow_elsewhere():
+        if state < TFState.IMPORTED or importing_tensorflow_elsewhere():
             return
         with self._lock:
             for setting in registry.settings():
