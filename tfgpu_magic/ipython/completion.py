@@ -171,8 +171,10 @@ class TfgpuCompleter:
         names = _running_devices()
         if names is None:
             # Before TensorFlow's runtime starts, its devices are what the plan and NVML say they will be.
+            from ..core.settings.cpus import CPUS
+
             controller = self._controller()
-            cpus = (controller.plan.cpus if controller is not None else None) or 1
+            cpus = (CPUS.value(controller.plan) if controller is not None else None) or 1
             names = [f"CPU:{n}" for n in range(cpus)] + [f"GPU:{n}" for n in range(len(self._gpu_words("")))]
         return [f"/{name}" if slash else name for name in names]
 
