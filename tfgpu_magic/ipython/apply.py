@@ -1,7 +1,7 @@
 """A notebook's saved settings applied in its kernel, all at once: what the sidebar runs at every kernel start.
 
 The frontend calls ``apply_json`` through ``user_expressions`` (the Python path is in
-labextension/src/constants.ts; tests/ipython/test_saved.py runs the code as the frontend builds it, in a real
+labextension/src/constants.ts; tests/kernel/test_saved_kernel.py runs the code as the frontend builds it, in a real
 kernel) and reads ``last_result``. Applying is all or nothing: every value is parsed first, and one bad value,
 or one refused because the runtime has started, applies none of them (the controller remembers that refusal,
 so the panel and the sidebar offer "Restart kernel and apply").
