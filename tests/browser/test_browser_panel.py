@@ -149,7 +149,8 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     assert panel.inner_text().count("TensorFlow's runtime has started") == 1, panel.inner_text()
     form = check_form(panel)
     values = [i["value"] for i in form["inputs"]]
-    assert values[:5] == ["all", "off", "off", "2", "on"] and all(i["disabled"] for i in form["inputs"][:5]), form
+    # The registry's order: visible, cpus, cpumem, growth, limit.
+    assert values[:5] == ["all", "2", "on", "off", "off"] and all(i["disabled"] for i in form["inputs"][:5]), form
     assert form["restart"] is None  # nothing refused yet
     for width in (620, 1600):  # narrow and wide: still one column of inputs, no label cut
         page.set_viewport_size({"width": width, "height": 2000})
@@ -164,7 +165,7 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     expect(panel.get_by_text("Restart kernel and apply")).to_be_visible(timeout=30_000)
     expect(panel).to_contain_text("3 refused: too late", use_inner_text=True)
     form = check_form(panel)
-    assert form["inputs"][3]["value"] == "2", form["inputs"]  # the value in force, not the refused 3
+    assert form["inputs"][1]["value"] == "2", form["inputs"]  # cpus: the value in force, not the refused 3
     assert form["restart"] == form["red"], form  # the destructive red, as the sidebar's
     page.locator(CELL).first.locator(".jp-InputPrompt").click()
     page.keyboard.press("Escape")
