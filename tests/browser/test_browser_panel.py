@@ -66,8 +66,8 @@ FORM_JS = """(panel) => {
 
 def check_form(panel) -> dict:
     form = panel.evaluate(FORM_JS)
-    assert [label["text"] for label in form["labels"]] == ["visible GPUs", "memory growth", "memory limit",
-                                                          "logical CPUs", "CPU figures", "placement log"], form
+    assert [label["text"] for label in form["labels"]] == ["visible GPUs", "logical CPUs", "CPU figures",
+                                                          "memory growth", "memory limit", "placement log"], form
     assert not [label for label in form["labels"] if label["clipped"]], form["labels"]
     assert len({round(i["left"]) for i in form["inputs"]}) == 1, form["inputs"]  # one column
     assert len({round(i["width"]) for i in form["inputs"]}) == 1, form["inputs"]  # one width
