@@ -15,7 +15,6 @@ from fakenvml import (
     assert_unavailable,
     expected_gpu,
     graphics_gpus,
-    mig_config,
     mig_gpu,
     three_gpus,
     without_owner,
@@ -120,16 +119,6 @@ def test_mig_devices_list_graphics_processes_and_the_parent_joins_them(fake_nvml
     # The parent: each pid once, memory added up over instances, G on one and C on the other is C+G.
     assert rows(gpu["processes"]) == [(pid, 1000, "C+G"), (3999913, 100, "C+G"), (3999903, 500, "C")]
     assert without_owner(gpu) == expected_gpu(config, 0, pid)
-
-
-def test_mig_graphics_list_refused_names_the_device(fake_nvml):
-    config = dict(mig_config(), errors={GRAPHICS_V3: {"gpu": 0, "mig": "*", "code": "NO_PERMISSION"}})
-    _, snap = fake_nvml.one_snapshot(config)
-    gpu = snap["gpus"][0]
-    for mig in gpu["mig_devices"]:
-        assert_unavailable(mig["processes"], "no_permission", "graphics processes")
-    assert_unavailable(gpu["processes"], "no_permission", "MIG device 0: graphics processes")
-    assert snap["gpus"][1]["processes"] == []
 
 
 def test_mig_graphics_list_not_supported_keeps_the_compute_lists(fake_nvml):

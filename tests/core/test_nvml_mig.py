@@ -212,14 +212,15 @@ def test_one_mig_device_field_fails(fake_nvml, function, fields, code, reason):
     assert without_owner(got) == want
 
 
-def test_mig_processes_refused(fake_nvml):
-    config = dict(mig_config(), errors={"nvmlDeviceGetComputeRunningProcesses_v3": {"gpu": 0, "mig": "*",
-                                                                                    "code": "NO_PERMISSION"}})
+@pytest.mark.parametrize(("function", "what"), [("nvmlDeviceGetComputeRunningProcesses_v3", "processes"),
+                                                ("nvmlDeviceGetGraphicsRunningProcesses_v3", "graphics processes")])
+def test_mig_processes_refused_names_the_list_and_the_device(fake_nvml, function, what):
+    config = dict(mig_config(), errors={function: {"gpu": 0, "mig": "*", "code": "NO_PERMISSION"}})
     _, snap = fake_nvml.one_snapshot(config)
     gpu = snap["gpus"][0]
     for mig in gpu["mig_devices"]:
-        assert_unavailable(mig["processes"], "no_permission", "processes")
-    assert_unavailable(gpu["processes"], "no_permission", "MIG device 0: processes")
+        assert_unavailable(mig["processes"], "no_permission", what)
+    assert_unavailable(gpu["processes"], "no_permission", f"MIG device 0: {what}")
     assert snap["gpus"][1]["processes"] == []
 
 

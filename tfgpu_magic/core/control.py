@@ -25,7 +25,7 @@ from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
 from .plan import Plan, PlanError
 from .runtime import Adapter, Outcome, Probe, Status, TFState, add_import_hook, probe, remove_import_hook
-from .settings.base import Change, RefusedError, gpu_list, joined
+from .settings.base import Change, RefusedError, joined, no_such_gpu
 from .settings.base import nvml_why as why
 from .waiting import Claims
 from .warn import warn
@@ -144,7 +144,7 @@ class Controller:
         except BaseException:
             self._release(claimed)
             raise
-        if getattr(setting, "holds_claims", False) and self.claims is not None:  # a new choice replaces an older one
+        if setting.holds_claims and self.claims is not None:  # a new choice replaces an older one
             self._release(tuple(k for k in self.claims.held() if k not in claimed))
         with self._lock:
             was_refused = self.refused.pop(change.setting, None) is not None
@@ -262,8 +262,7 @@ class Controller:
         known = {g.index for g in snap.gpus}
         for index in named:
             if index not in known:
-                raise PlanError(f"GPU {index} does not exist: this machine's GPUs are {gpu_list(snap)} "
-                                "(physical indices, as nvidia-smi numbers them)")
+                raise no_such_gpu(index, snap)
         setting.check(change, value, snap, plan)
         return ""
 
@@ -273,7 +272,7 @@ class Controller:
             return
         setting = setting or registry.setting_of(change)
         named = setting.named_gpus(change, value)
-        if given.error is not None and (named or getattr(setting, "needs_given", False)):
+        if given.error is not None and (named or setting.needs_given):
             raise PlanError(f"`{change.command}` refused: {given.error}")
         for index in named:
             if not given.allows(index):

@@ -63,11 +63,6 @@ def controls() -> list[tuple[str, Control]]:
                                                                                           _PLACEMENT_CONTROL)]
 
 
-def fixed_at_start() -> list[str]:
-    """The settings TensorFlow reads when its runtime starts: fixed from then on."""
-    return [name for name, _ in controls() if name != PLACEMENT]
-
-
 FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
          "them before its first operation (or `%tfgpu export` for a script).")
 NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
@@ -381,7 +376,8 @@ class Panel(widgets.VBox):
             control.disabled = self._buttons[name].disabled = off
         reasons = []
         if started:
-            labels = [control.label for name, control in controls() if name in fixed_at_start()]
+            # Every setting's control: TensorFlow reads them all when its runtime starts.
+            labels = [control.label for name, control in controls() if name != PLACEMENT]
             reasons.append(FIXED.format(names=", ".join(labels[:-1]) + " and " + labels[-1]))
         if not capture:
             reasons.append(NEEDS_EXTENSION)

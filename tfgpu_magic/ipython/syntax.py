@@ -115,8 +115,8 @@ PANEL_OPTIONS = ("--close",)
 
 
 def parsers() -> dict[str, ArgParser]:
-    """Every subcommand's argument parser but OWN_ARGUMENTS': the registered settings' (made fresh: a setting
-    registered later is never missed) and the views' own."""
+    """Every subcommand's argument parser but OWN_ARGUMENTS': the registered settings' (made again when the registry
+    changes, so a setting registered later is never missed), the views' and the placement words'."""
     from ..core.changes import parsers as setting_parsers
 
     return {**setting_parsers(), **_view_parsers(), **_placement_parsers()}

@@ -69,7 +69,7 @@ def saved_order() -> tuple[str, ...]:
 
 def environment_notes(environ) -> list[str]:
     """Sentences on the environment variables that change what the settings do, for every view."""
-    return [note for s in _registered if hasattr(s, "notes") for note in s.notes(environ)]
+    return [note for s in _registered for note in s.notes(environ)]
 
 
 def wire_words() -> list[dict]:

@@ -111,6 +111,11 @@ class Setting:
     # TensorFlow reads its variables when it reaches this state (runtime.TFState); before, reset can put them back.
     read_at: int | None = None
     without_tensorflow: bool = False  # its variable is the whole setting in a kernel without TensorFlow
+    needs_given: bool = False  # refused whole when this kernel's given set of GPUs cannot be matched
+    holds_claims: bool = False  # a new value replaces the GPU claims an older choice holds
+    # What a setting is to its peers, which find each other by these and never by name.
+    grows_memory: bool = False  # memory growth: excludes the memory splits on one GPU
+    splits_memory: bool = False  # a memory split (limit, virtual): excludes growth, and each other on one GPU
 
     # -- text to a Change ------------------------------------------------------------------------------------
     def parse(self, text: str):
@@ -200,6 +205,10 @@ class Setting:
     def environment_note(self, value, environ) -> str:
         return ""
 
+    def notes(self, environ) -> list[str]:
+        """Sentences on environment variables that change what this setting does, for every view."""
+        return []
+
     # -- choosing, the environment, TensorFlow -----------------------------------------------------------
     def chooses(self, change: Change) -> bool:
         """Whether the change is chosen by the moment (free memory), with claims (``choose``)."""
@@ -254,6 +263,12 @@ def gpu_list(snap) -> str:
     """"0 (NVIDIA A100), 1 (...)": the machine's GPUs as a refusal names them (a message may reach a terminal)."""
     names = [f"{g.index} ({printable(g.name)})" for g in snap.gpus]
     return ", ".join(names) if names else "none"
+
+
+def no_such_gpu(index: int, snap) -> PlanError:
+    """The refusal of a physical index NVML does not list, whichever check met it."""
+    return PlanError(f"GPU {index} does not exist: this machine's GPUs are {gpu_list(snap)} (physical indices, as "
+                     "nvidia-smi numbers them)")
 
 
 def nvml_why(error) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from ..plan import PlanError, VisibleSpec, format_mib
 from ..waiting import gpu_key, live_claims, wait_until
-from .base import gpu_list, nvml_why
+from .base import gpu_list, no_such_gpu, nvml_why
 
 # Which devices plain `visible auto` chooses among (README, "On a shared server"): `--min-free SIZE` replaces the
 # memory half; with `--wait` it waits for one; without, none qualifying, it takes the freest and says so.
@@ -193,8 +193,7 @@ def pick(spec: VisibleSpec, snap, given, taken, *, by_index: bool = False) -> tu
     units = candidates(snap, given, spec.indices, mig=spec.auto == 1)
     for unit in units:
         if isinstance(unit.ident, int) and snap.gpu(unit.ident) is None:
-            raise PlanError(f"GPU {unit.ident} does not exist: this machine's GPUs are {gpu_list(snap)} (physical "
-                            "indices, as nvidia-smi numbers them)")
+            raise no_such_gpu(unit.ident, snap)
     found, note = select(units, want, spec, taken)
     return found, note, _waiting_line(want, spec, units, taken)
 

@@ -25,7 +25,7 @@ def _ignored_note(environ) -> str:
 class Growth(Setting):
     name = "growth"
     value_name = "state"
-    grows_memory = True  # excludes the settings that split a GPU's memory (limit, virtual) on one GPU
+    grows_memory = True
     words = Words(
         usage="%tfgpu growth on|off", summary="memory growth on every visible GPU",
         help="Memory growth: each GPU's memory is taken as needed instead of all at once, so other notebooks can "
@@ -37,7 +37,7 @@ class Growth(Setting):
         return parse_on_off(text, what=self.name)
 
     def planned(self, plan: Plan, value, gpu) -> Plan:
-        splits = [other for other in registered() if getattr(other, "splits_memory", False)]
+        splits = [other for other in registered() if other.splits_memory]
         held = [words for other in splits for words in other.held(plan)]
         if value and held:
             offs = " / ".join(f"`%tfgpu {other.name} off`" for other in splits)
@@ -66,8 +66,7 @@ class Growth(Setting):
     def environment_note(self, value, environ) -> str:
         return _ignored_note(environ) if forced_growth(environ) == "ignored" else ""
 
-    @staticmethod
-    def notes(environ) -> list[str]:
+    def notes(self, environ) -> list[str]:
         """Sentences on the environment variables that change what memory growth does, for every view."""
         notes = []
         forced = forced_growth(environ)

@@ -26,7 +26,7 @@ from .visible import VISIBLE
 
 class MemorySplit(Setting):
     per_gpu = True
-    splits_memory = True  # excludes memory growth (growth.py asks)
+    splits_memory = True
     kind = ""  # "a limit", "a virtual split": how a message names one
 
     def held(self, plan: Plan) -> list[str]:
@@ -36,14 +36,14 @@ class MemorySplit(Setting):
     def planned(self, plan: Plan, value, gpu) -> Plan:
         if value is not None:
             if VISIBLE.hides(plan, gpu):
-                raise PlanError(f"{self.name} on GPU {gpu}: `visible {plan.visible}` hides that GPU from TensorFlow, "
-                                "so the setting could never apply; give --gpu with a visible GPU, or change `visible` "
-                                "first")
-            grows = [other for other in registered() if getattr(other, "grows_memory", False)]
+                raise PlanError(f"{self.name} on GPU {gpu}: `visible {VISIBLE.value(plan)}` hides that GPU from "
+                                "TensorFlow, so the setting could never apply; give --gpu with a visible GPU, or "
+                                "change `visible` first")
+            grows = [other for other in registered() if other.grows_memory]
             if any(other.value(plan) for other in grows):
                 raise grows[0].conflict(self.name, gpu)
             for other in registered():
-                if other is not self and getattr(other, "splits_memory", False):
+                if other is not self and other.splits_memory:
                     clash = [g for g in other.gpus(plan) if g == gpu or ALL in (g, gpu)]
                     if clash:
                         raise PlanError(f"{self.name} on {gpu_key(gpu)} overlaps {other.kind} on "
@@ -73,10 +73,11 @@ class MemorySplit(Setting):
         if value is None:
             return
         sizes = self.sizes(value)
+        spec = VISIBLE.value(plan)
         if change.gpu != ALL:
             targets = [change.gpu]
-        elif plan.visible is not None and not plan.visible.every:
-            targets = list(plan.visible.indices)
+        elif spec is not None and not spec.every:
+            targets = list(spec.indices)
         else:
             targets = sorted(g.index for g in snap.gpus)
         for index in targets:
@@ -177,7 +178,7 @@ VIRTUAL = Virtual()
 def _splits(plan: Plan) -> dict:
     """{gpu: sizes} of every memory split in ``plan``; a virtual split wins over a limit (they never overlap)."""
     out: dict = {}
-    for split in (s for s in registered() if getattr(s, "splits_memory", False)):
+    for split in (s for s in registered() if s.splits_memory):
         for gpu, value in split.value(plan) or ():
             out[gpu] = split.sizes(value)
     return out

@@ -38,7 +38,8 @@ class Visible(Setting):
     env_vars = (VARIABLE, ORDER_VAR)
     read_at = TFState.ENUMERATED  # CUDA reads the variables when TensorFlow lists its devices
     without_tensorflow = True
-    holds_claims = True  # a new choice replaces the GPUs an older one claimed
+    holds_claims = True
+    needs_given = True
     words = Words(
         usage="%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]",
         summary="SPEC: 0 | 1,3 | all | none | auto | auto:N",
@@ -128,8 +129,6 @@ class Visible(Setting):
         return super().planned(plan, value, gpu)
 
     # -- against the machine ---------------------------------------------------------------------------------
-    needs_given = True  # refused whole when this kernel's given set cannot be matched
-
     def needs_inventory(self, change) -> bool:
         return True
 
