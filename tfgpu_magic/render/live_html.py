@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import words
+from ..core.nvml_values import unattributed
 from .text import memoryfigure, placement_sentences, sentence, text_table
 from .views import (
     ALERT,
@@ -85,6 +86,15 @@ def _num(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _unattributed(device: dict, pids: dict | None) -> str:
+    """The memory of a GPU's or MIG device's processes this kernel cannot place (a container: NVML's PIDs are the
+    host's), as the one sentence every view says; "" on the host or where there is none."""
+    found = unattributed(device.get("processes"), pids)
+    if found is None:
+        return ""
+    return words.unattributed_line(*found, "this kernel", (pids or {}).get("view") or "none")
+
+
 # -- header: TensorFlow and the settings ---------------------------------------------------------------------
 def header_html(kernel: dict) -> str:
     tf = kernel["tensorflow"]
@@ -149,6 +159,7 @@ def _bar(used: int | None, own: float | None, total: int | None) -> str:
 
 def memory_html(gpus: dict, memory: dict) -> str:
     nvml = gpus.get("nvml") or {}
+    pids = nvml.get("pids")  # NvmlSnapshot.pids: None on the host
     tf_memory = {m["device"]: m for m in memory.get("devices") or ()}
     own = {m["physical_index"]: m for m in gpus.get("kernel_gpu_memory") or () if m.get("physical_index") is not None}
     parts = []
@@ -185,10 +196,16 @@ def memory_html(gpus: dict, memory: dict) -> str:
         elif gpu.get("given") is False:
             lines.append("not given to this kernel (see `%tfgpu devices`): CUDA_VISIBLE_DEVICES at its start left "
                          "it out")
+        migs = gpu.get("mig_devices") or ()
+        said = "" if migs else _unattributed(gpu, pids)  # in MIG mode each device says its own part
+        if said:
+            lines.append(said)
         parts.append(title(label) + _bar(used, mine, total) + "".join(paragraph(line) for line in lines))
-        parts += [_mig_html(gpu, mig) for mig in gpu.get("mig_devices") or ()]
+        parts += [_mig_html(gpu, mig, pids) for mig in migs]
     if gpus.get("gpus"):
         parts.append(paragraph(RESERVED_MEANING, f"margin:6px 0;color:{MUTED}"))
+    if pids and not pids.get("comparable", True) and pids.get("note"):
+        parts.append(paragraph(sentence(f"PIDs: {pids['note']}"), f"margin:6px 0;color:{MUTED}"))
     cpu = tf_memory.get("CPU:0")
     if cpu is not None:
         if cpu.get("current_mib") is not None:
@@ -202,7 +219,7 @@ def memory_html(gpus: dict, memory: dict) -> str:
     return box("panel-memory", *parts)
 
 
-def _mig_html(gpu: dict, mig: dict) -> str:
+def _mig_html(gpu: dict, mig: dict, pids: dict | None = None) -> str:
     """A MIG device under its parent: its memory, and no utilization or temperature (NVML has none per device)."""
     used, total = _num(mig.get("memory_used_mib")), _num(mig.get("memory_total_mib"))
     mine = sum(p.get("used_mib") or 0 for p in mig.get("processes") or () if isinstance(p, dict) and p.get("is_self"))
@@ -214,6 +231,9 @@ def _mig_html(gpu: dict, mig: dict) -> str:
              "utilization and temperature: not reported per MIG device (the parent's are the whole GPU's)"]
     if mig.get("given") is False:
         lines.append("not given to this kernel (see `%tfgpu devices`)")
+    said = _unattributed(mig, pids)
+    if said:
+        lines.append(said)
     return (f"<div style='margin-left:18px'>{title(label)}{_bar(used, mine or None, total)}"
             + "".join(paragraph(line) for line in lines) + "</div>")
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import words
 from ..core.inputs import printable
 from ..core.nvml import Unavailable
+from ..core.nvml_values import unattributed
 from ..core.runtime import TFState
 
 if TYPE_CHECKING:  # types only: importing the snapshot would load the controller
@@ -232,22 +233,77 @@ def process_type_mark(proc) -> str:
     return f" ({proc.type})" if proc.type in PROCESS_TYPE_WORDS else ""
 
 
+def placed(procs, pids: dict | None):
+    """The processes a view lists as rows. In a container (``pids``: NvmlSnapshot.pids) NVML's numbers are the
+    host's: a process that is not this one and that no host view names would be a row of a number that means
+    nothing here, so it is left out and counted in the device's unattributed line instead (nvml_values.unattributed
+    counts the same ones). On the host: every process."""
+    if pids is None or pids.get("comparable", True) or not isinstance(procs, tuple):
+        return procs
+    return tuple(p for p in procs if p.is_self or p.name is not None or p.user is not None)
+
+
 def process_types_sentence(snap: Snapshot) -> str:
     """What the marks in the process column mean, for the marks it has; "" where every process is compute only (a
     sentence under the table, not a longer column header: that would squeeze the GPU names)."""
     found = {p.type for gpu in snap.nvml.gpus for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices))
-             if isinstance(procs, tuple) for p in procs}
+             if isinstance(procs, tuple) for p in placed(procs, snap.nvml.pids)}
     parts = [f"({kind}) {meaning}" for kind, meaning in PROCESS_TYPE_WORDS.items() if kind in found]
     return f"Processes marked as nvidia-smi types them: {'; '.join(parts)}." if parts else ""
 
 
-def process_items(procs) -> str | list[str]:
+def unattributed_sentence(procs, pids: dict | None) -> str:
+    """"12,288 MiB held by 2 processes this kernel cannot attribute: ..." for one GPU's or MIG device's list, or ""
+    (on the host, or nothing to say)."""
+    found = unattributed(procs, pids)
+    if found is None:
+        return ""
+    return words.unattributed_line(*found, "this kernel", (pids or {}).get("view") or "none")
+
+
+def device_unattributed(snap: Snapshot) -> list[tuple[str, str]]:
+    """(where, sentence) for each GPU or MIG device with memory this kernel cannot attribute: "GPU 0", "GPU 0/1".
+    A GPU in MIG mode says its devices' lines, not its own (its list is their union: counted once)."""
+    pids = snap.nvml.pids
+    if pids is None or pids.get("comparable", True):
+        return []
+    found = []
+    for gpu in snap.nvml.gpus:
+        if gpu.error is not None:
+            continue
+        if gpu.mig_devices:
+            found += [(f"GPU {gpu.index}/{mig.index}", unattributed_sentence(mig.processes, pids))
+                      for mig in gpu.mig_devices]
+        else:
+            found.append((f"GPU {gpu.index}", unattributed_sentence(gpu.processes, pids)))
+    return [(where, said) for where, said in found if said]
+
+
+def pids_sentence(snap: Snapshot) -> str:
+    """Whose numbers the PIDs are, once, where they are not this kernel's ("" on the host)."""
+    pids = snap.nvml.pids
+    if pids is None or pids.get("comparable", True) or not pids.get("note"):
+        return ""
+    return f"PIDs: {pids['note']}"
+
+
+# The process column's item for a device's unattributed processes: the sentence is under the table (too long for a
+# column), and the column must not read "-" (nothing) when memory is held there.
+def unattributed_item(count: int) -> str:
+    return f"{count} unattributed (see below)"
+
+
+def process_items(procs, pids: dict | None = None) -> str | list[str]:
     """A process column: its reason when NVML gave none, else one item a process (the column wraps between
-    processes before it wraps inside one)."""
+    processes before it wraps inside one); in a container, the processes this kernel cannot place as one item."""
     if isinstance(procs, Unavailable):
         return na(procs)  # the column says these are processes; the detail often does too
-    return [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}{process_type_mark(p)} "
-            + (words.MISSING if p.used_mib is None else f"{p.used_mib} MiB") for p in procs] or "-"
+    items = [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}{process_type_mark(p)} "
+             + (words.MISSING if p.used_mib is None else f"{p.used_mib} MiB") for p in placed(procs, pids)]
+    found = unattributed(procs, pids)
+    if found is not None:
+        items.append(unattributed_item(found[0]))
+    return items or "-"
 
 
 def mig_label(snap: Snapshot, mig) -> str:
@@ -279,16 +335,20 @@ def gpu_lines(snap: Snapshot) -> list[str]:
             rows.append((str(gpu.index), tf_name, name, f"unavailable: {why(gpu.error)}", "", ""))
             continue
         memory = memory_used_total(gpu, thousands=False)
-        proc_text = process_items(gpu.processes)
+        proc_text = process_items(gpu.processes, snap.nvml.pids)
         utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False) if gpu.mig_mode is not True else "-"
         name = na(gpu.name) + (" (MIG mode)" if gpu.mig_mode is True else "")
         rows.append((str(gpu.index), tf_name, name, memory, utilization, proc_text))
         for mig in gpu.mig_devices:
             given = snap.given_mig(mig.uuid, gpu.index)
             rows.append((f"{gpu.index}/{mig.index}", "-" if given else "not given", mig_label(snap, mig),
-                         memory_used_total(mig, thousands=False), "-", process_items(mig.processes)))
+                         memory_used_total(mig, thousands=False), "-", process_items(mig.processes, snap.nvml.pids)))
     header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
     lines = [printable(head), *text_table(header, rows)]
+    for where, said in device_unattributed(snap):
+        lines += fit(f"{where}: {said}")
+    if pids_sentence(snap):
+        lines += fit(pids_sentence(snap))
     if process_types_sentence(snap):
         lines += fit(process_types_sentence(snap))
     not_given = snap.not_given_sentence()

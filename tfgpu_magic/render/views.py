@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import words
 from ..core.nvml import Unavailable
+from ..core.nvml_values import unattributed
 from ..core.runtime import TFState
 from .text import (
     PROCESS_TYPE_TITLE,
@@ -37,9 +38,13 @@ from .text import (
     na,
     nvml_versions,
     physical_sentence,
+    pids_sentence,
+    placed,
     placement_sentences,
     process_types_sentence,
     sentence,
+    unattributed_item,
+    unattributed_sentence,
     why,
 )
 
@@ -197,22 +202,28 @@ def _gpu_rows(snap: Snapshot) -> list[tuple]:
         utilization = "-" if mig_mode else figure(gpu.utilization_gpu_pct, "%")
         rows.append((str(gpu.index), tf_name, na(gpu.name) + (" (MIG mode)" if mig_mode else ""),
                      memory_used_total(gpu), utilization, figure(gpu.temperature_c, " °C"),
-                     _processes_cell(gpu.processes)))
+                     _processes_cell(gpu.processes, snap.nvml.pids, whole=not gpu.mig_devices)))
         for mig in gpu.mig_devices:  # each MIG device a row under its parent, named as `visible` takes it
             given = "-" if snap.given_mig(mig.uuid, gpu.index) else "not given"
             rows.append((f"{gpu.index}/{mig.index}", given, mig_label(snap, mig), memory_used_total(mig), "-", "-",
-                         _processes_cell(mig.processes)))
+                         _processes_cell(mig.processes, snap.nvml.pids)))
     return rows
 
 
-def _processes_cell(procs) -> str | Markup:
+def _processes_cell(procs, pids: dict | None = None, whole: bool = True) -> str | Markup:
+    """One process a line; in a container, the processes this kernel cannot place as one sentence after them
+    (``whole``), or, for a GPU in MIG mode whose devices' rows say theirs, as a count that points there."""
     if isinstance(procs, Unavailable):
         return na(procs)
     # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
-    return Markup("<br>".join(
-        "<span style='white-space:nowrap'>" + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}")
-        + _type_mark(p) + esc(" " + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>"
-        for p in procs) or "-")
+    lines = ["<span style='white-space:nowrap'>" + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}")
+             + _type_mark(p) + esc(" " + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>"
+             for p in placed(procs, pids)]
+    found = unattributed(procs, pids)
+    if found is not None:
+        said = sentence(unattributed_sentence(procs, pids)) if whole else unattributed_item(found[0])
+        lines.append(f"<span class='tfgpu-unattributed'>{esc(said)}</span>")
+    return Markup("<br>".join(lines) or "-")
 
 
 def _type_mark(proc) -> str:
@@ -234,6 +245,8 @@ def _gpus(snap: Snapshot) -> str:
     header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
               "processes (* = this kernel)")
     parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
+    if pids_sentence(snap):
+        parts.append(paragraph(sentence(pids_sentence(snap))))
     if process_types_sentence(snap):
         parts.append(paragraph(process_types_sentence(snap)))
     not_given = snap.not_given_sentence()
