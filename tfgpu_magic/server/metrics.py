@@ -90,6 +90,20 @@ def _processes(gauges: _Gauges, where: tuple[str, str], processes: Any, hidden: 
                "tfgpu_other_processes (those NVML gives a figure for)", WHERE_LABELS, where, others_mib, MIB)
 
 
+def _unattributed(gauges: _Gauges, where: tuple[str, str], unattributed: Any) -> None:
+    """A device's processes this server cannot place (its PID namespace is not the driver's): a sample only where
+    the document has such an entry; memory absent where NVML gave no figure (never 0). Not in tfgpu_other_processes:
+    those are processes this server can name."""
+    if not isinstance(unattributed, dict):
+        return
+    gauges.add("tfgpu_unattributed_gpu_processes", "GPU processes this server cannot attribute to anybody: its PID "
+               "namespace differs from the driver's (a container), and no host view names them", WHERE_LABELS, where,
+               unattributed.get("count"))
+    gauges.add("tfgpu_unattributed_gpu_memory_used_bytes", "GPU memory of the processes counted by "
+               "tfgpu_unattributed_gpu_processes (absent where NVML gives no figure)", WHERE_LABELS, where,
+               unattributed.get("used_mib"), MIB)
+
+
 def collect(document: dict[str, Any]) -> list[Metric]:
     """Every family of one GPU document (``gpus.gpu_document``, with ``stale`` as the feed set it)."""
     gauges = _Gauges()
@@ -103,6 +117,11 @@ def collect(document: dict[str, Any]) -> list[Metric]:
     stale = document.get("stale")
     gauges.add("tfgpu_reading_stale", "1 when the driver has not answered in time and these are the last figures",
                (), (), 1 if stale else 0)
+    pids = document.get("pids")
+    if isinstance(pids, dict):  # view: host, host_proc or none (one series: the label changes only with a restart)
+        gauges.add("tfgpu_pid_namespace_comparable", "1 when NVML's PIDs are this server's (the host's namespace); 0 "
+                   "in a container, where view says how GPU processes are placed: host_proc (through a host /proc) "
+                   "or none", ("view",), (_text(pids.get("view")),), 1 if pids.get("comparable") else 0)
     held: dict[tuple[str, str, str], float] = {}
     kernels: dict[str, dict[str, Any]] = {k["id"]: k for k in document.get("kernels") or () if "id" in k}
     for gpu in document.get("gpus") or ():
@@ -123,11 +142,15 @@ def collect(document: dict[str, Any]) -> list[Metric]:
                        mig.get("memory_total_mib"), MIB)
             gauges.add("tfgpu_mig_memory_used_bytes", "MIG device memory, used", MIG_LABELS, mig_labels,
                        mig.get("memory_used_mib"), MIB)
-            _processes(gauges, (str(gpu.get("index")), _text(mig.get("uuid"))), mig.get("processes"),
-                       mig.get("hidden_processes"), show_other_users, held, kernels)
+            where = (str(gpu.get("index")), _text(mig.get("uuid")))
+            _processes(gauges, where, mig.get("processes"), mig.get("hidden_processes"), show_other_users, held,
+                       kernels)
+            _unattributed(gauges, where, mig.get("unattributed"))
         if not migs:  # in MIG mode the GPU's process list is its devices' lists again: counted once, above
-            _processes(gauges, (str(gpu.get("index")), ""), gpu.get("processes"), gpu.get("hidden_processes"),
-                       show_other_users, held, kernels)
+            where = (str(gpu.get("index")), "")
+            _processes(gauges, where, gpu.get("processes"), gpu.get("hidden_processes"), show_other_users, held,
+                       kernels)
+            _unattributed(gauges, where, gpu.get("unattributed"))
     for (gpu_index, mig_uuid, kernel_id), mib in held.items():
         gauges.add("tfgpu_kernel_gpu_memory_used_bytes", "GPU memory a kernel of this server holds (with its child "
                    "processes), labelled with its notebook", (*WHERE_LABELS, *KERNEL_LABELS),
