@@ -60,7 +60,8 @@ def test_processes_name_user_and_self(fake_nvml):
     assert init["is_self"] is False
 
     ghost = by_pid[3999902]  # a host pid this kernel does not know, memory NVML cannot attribute
-    assert ghost == {"pid": 3999902, "used_mib": None, "name": None, "user": None, "is_self": False, "type": "C"}
+    assert ghost == {"pid": 3999902, "used_mib": None, "name": None, "user": None, "is_self": False, "type": "C",
+                     "local_pid": 3999902}  # on the host NVML's numbers are ours (pidns)
     assert sum(p["is_self"] for p in by_pid.values()) == 1
 
 

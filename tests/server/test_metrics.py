@@ -131,7 +131,7 @@ async def test_a_notebooks_graphics_memory_counts_as_its_gpu_memory(jp_fetch, jp
     assert by(found, "tfgpu_other_processes", "gpu_index")["2"] == 0
     doc = await get_gpus(jp_fetch)
     assert [(p["type"], p["kernel"]) for p in doc["gpus"][2]["processes"]] == [
-        ("G", {"id": kernel_id, "relation": "kernel"})]
+        ("G", {"id": kernel_id, "relation": "kernel", "how": "pid"})]
 
 
 @pytest.mark.parametrize("jp_server_config", [{"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},

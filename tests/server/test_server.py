@@ -108,7 +108,7 @@ async def test_document_shape_for_three_gpus(jp_fetch, fake_gpus):
     assert (a100["index"], a100["memory_total_mib"], a100["memory_used_mib"]) == (0, 40960, 30000)
     assert (a100["utilization_gpu_pct"], a100["temperature_c"]) == (97, 66)
     assert set(a100) == {*gpu_doc._GPU_FIELDS, "processes", "hidden_processes", "kernel_note", "mig_mode",
-                         "mig_devices"}
+                         "mig_devices", "unattributed"}
     # pid 1 exists here (not a kernel); 3999901 does not: said per GPU, not guessed
     assert [(p["pid"], p["used_mib"], p["kernel"]) for p in a100["processes"]] == [(1, 1000, None),
                                                                                   (3999901, 29000, None)]
@@ -131,7 +131,8 @@ async def test_a_gpu_process_of_a_kernel_is_mapped_to_its_notebook(jp_fetch, jp_
     doc = await get_gpus(jp_fetch)
     kernel_process, other = doc["gpus"][1]["processes"]
     assert kernel_process["pid"] == pid and kernel_process["used_mib"] == 2048
-    assert kernel_process["kernel"] == {"id": kernel_id, "relation": "kernel"}  # the rest once, in "kernels"
+    # the rest once, in "kernels"
+    assert kernel_process["kernel"] == {"id": kernel_id, "relation": "kernel", "how": "pid"}
     kernel = doc["kernels"][0]
     assert kernel["name"] == "python3" and kernel["execution_state"] and "idle_s" in kernel
     assert kernel["sessions"] == [{"path": "work/train.ipynb", "name": "train.ipynb", "type": "notebook"}]

@@ -66,6 +66,9 @@ class LiveModel:
         self._clock = clock
         self._lock = threading.RLock()
         self._subscribers: dict[int, Callable[[Changes], None]] = {}
+        # Called with the whole state after every refresher pass, changed or not, and keeping the refresher running
+        # without a view (the kernel's report in a container: handshake.py).
+        self._watchers: list[Callable[[dict[str, Any]], None]] = []
         self._next_token = 0
         self._state: dict[str, Any] = {"placement": None, "cells": [], "error": None}
         self._interval = check_interval(interval)
@@ -140,9 +143,27 @@ class LiveModel:
         """The last one out stops the refresher: nobody looks, nothing is sampled."""
         with self._lock:
             self._subscribers.pop(token, None)
-            last = not self._subscribers
+            last = not self._subscribers and not self._watchers
         if last:
             self._halt()
+
+    def watch(self, watcher: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``watcher(state)`` after every refresher pass from now on, and keep the refresher running for it
+        (until ``stop``). Unlike ``subscribe`` it does not wait for a reading: it may be called from any thread."""
+        from . import nvml, snapshot  # noqa: F401  (imported here, not in the refresher: see nvml.load_binding)
+
+        nvml.load_binding()
+        with self._lock:
+            self._watchers.append(watcher)
+            self._stop.clear()
+            if self._thread is not None:
+                self._wake.set()
+                return
+            self._thread = threading.Thread(target=self._run, name="tfgpu-live", daemon=True)
+            self._thread.start()
+            if not self._atexit:
+                atexit.register(self.stop)
+                self._atexit = True
 
     @property
     def subscribers(self) -> int:
@@ -157,6 +178,7 @@ class LiveModel:
         """Drop every subscriber and stop the refresher (the extension unloads, the kernel shuts down)."""
         with self._lock:
             self._subscribers.clear()
+            self._watchers.clear()
         self._halt()
         if self._listening:
             self._controller.unlisten(self.refused_changed)
@@ -191,7 +213,7 @@ class LiveModel:
             self._wake.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=JOIN_WAIT_S)  # a reading stuck in the driver ends on its own, later
-        if self._atexit and not self._subscribers:
+        if self._atexit and not self._subscribers and not self._watchers:
             atexit.unregister(self.stop)
             self._atexit = False
 
@@ -200,6 +222,7 @@ class LiveModel:
         while True:
             if not self._stop.is_set():
                 self.refresh(read_nvml=True)
+                self._tell_watchers()
             self._first_reading.set()
             self._wake.wait(self._interval)
             self._wake.clear()
@@ -207,6 +230,18 @@ class LiveModel:
                 if self._stop.is_set():
                     self._thread = None
                     return
+
+    def _tell_watchers(self) -> None:
+        with self._lock:
+            watchers = list(self._watchers)
+            state = dict(self._state)
+        for watcher in watchers:
+            try:
+                watcher(state)
+            except Exception as err:  # a report that cannot be written must not stop the views' figures
+                self.errors += 1
+                with self._lock:
+                    self._state["error"] = _error_section(err, self.errors, self._clock())
 
     def last_reading(self):
         """The refresher's last NVML snapshot, or None before its first."""

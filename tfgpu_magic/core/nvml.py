@@ -10,12 +10,11 @@ their MIG devices; ``shutdown()`` forgets what each of them cached.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import warnings
 from typing import Any
 
-from . import nvml_calls, nvml_mig, nvml_processes
+from . import nvml_calls, nvml_mig, nvml_processes, pidns
 from .importguard import import_installed
 from .nvml_calls import (
     NVML_DRIVER_NOT_LOADED,
@@ -146,9 +145,11 @@ def snapshot() -> NvmlSnapshot:
                                              "down); the next reading tries again")
         if isinstance(count, Unavailable):
             return NvmlSnapshot(available=True, error=count, **_versions(nv))
-        self_pid = os.getpid()
+        view = pidns.view()
+        self_pid = view.self_host_pid()  # in a container: the host's number, once learned (pidns)
         gpus = tuple(_read_gpu(nv, index, self_pid) for index in range(count))
-        return NvmlSnapshot(available=True, gpus=gpus, **_versions(nv))
+        return NvmlSnapshot(available=True, gpus=gpus, pids=None if view.comparable else view.to_dict(),
+                            **_versions(nv))
     except Exception as exc:  # a bug here or an unexpected binding: still never raise into a view
         return NvmlSnapshot(
             available=False, error=Unavailable("error", f"unexpected {type(exc).__name__} reading NVML: {exc}")
@@ -215,7 +216,7 @@ def _unreadable_gpu(index: int, why: Unavailable) -> Gpu:
     )
 
 
-def _read_gpu(nv: Any, index: int, self_pid: int) -> Gpu:
+def _read_gpu(nv: Any, index: int, self_pid: int | None) -> Gpu:
     # Handles are fetched on every snapshot (about 1 µs each): a GPU that fell off the bus or was
     # replaced shows up at once, with no stale handle to invalidate.
     try:

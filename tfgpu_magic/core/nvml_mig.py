@@ -64,7 +64,7 @@ def mode(nv: Any, handle: Any, uuid: str | Unavailable) -> tuple[BoolOrNA | None
 
 
 def devices(
-    nv: Any, handle: Any, parent_index: int, parent_uuid: str | Unavailable, self_pid: int
+    nv: Any, handle: Any, parent_index: int, parent_uuid: str | Unavailable, self_pid: int | None
 ) -> tuple[tuple[MigDevice, ...], Unavailable | None]:
     """The MIG devices of a GPU in MIG mode, and why the list is missing or incomplete (None: complete).
     Slots run from 0 to nvmlDeviceGetMaxMigDeviceCount; an empty slot answers NOT_FOUND and is skipped."""
@@ -90,7 +90,7 @@ def devices(
     return tuple(devices), first_error
 
 
-def _read_mig_device(nv: Any, parent_index: int, slot: int, handle: Any, self_pid: int) -> MigDevice:
+def _read_mig_device(nv: Any, parent_index: int, slot: int, handle: Any, self_pid: int | None) -> MigDevice:
     uuid = call(nv, "uuid", nv.nvmlDeviceGetUUID, handle)
     name, profile, gi, ci = _mig_identity(nv, handle, uuid)
     total, used, free, reserved = memory(nv, handle)

@@ -60,6 +60,26 @@ class GpuProcess:
     user: str | None = None
     is_self: bool = False  # this Python process
     type: str = "C"  # one of PROCESS_TYPES; a "C+G" process's memory is its one figure, counted once
+    # Its number in this process's PID namespace: ``pid`` on the host; in a container, through a host /proc, else
+    # None (NVML's numbers are the host's: pidns.py). Only NvmlSnapshot.pids says which applies.
+    local_pid: int | None = None
+
+
+def unattributed(processes: Any, pids: dict | None) -> tuple[int, int | None] | None:
+    """(count, MiB or None) of the processes this process cannot place, in a PID namespace not the driver's
+    (``pids``: NvmlSnapshot.pids): neither this process itself nor any process a host view names. None when there
+    are none, or on the host (every PID is ours to look at there)."""
+    if pids is None or pids.get("comparable", True) or not isinstance(processes, (tuple, list)):
+        return None
+    count, used = 0, 0
+    for p in processes:
+        get = p.get if isinstance(p, dict) else lambda k, p=p: getattr(p, k, None)
+        if get("is_self") or get("name") is not None or get("user") is not None:
+            continue
+        count += 1
+        mib = get("used_mib")
+        used = None if used is None or not isinstance(mib, int) else used + mib
+    return (count, used) if count else None
 
 
 @dataclass(frozen=True)
@@ -122,6 +142,8 @@ class NvmlSnapshot:
     cuda_driver_version: str | Unavailable | None = None  # like "12.4"
     gpus: tuple[Gpu, ...] = ()
     taken_at: float = field(default_factory=time.time)
+    # Whose numbers the processes' PIDs are (pidns.PidView.to_dict): {"comparable", "view", "note"}; None: the host's.
+    pids: dict | None = None
 
     def memory_totals_mib(self) -> dict[int, int]:
         """Physical index -> total MiB, for the GPUs that report it (percentages need it)."""

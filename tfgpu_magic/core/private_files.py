@@ -34,6 +34,17 @@ class PrivateFileError(ValueError):
     """A file in the private folder that is not a regular file of the user's; it was not used."""
 
 
+def runtime_folder() -> Path:
+    """The user's Jupyter runtime folder, as jupyter_core finds it (JUPYTER_RUNTIME_DIR first)."""
+    try:
+        from jupyter_core.paths import jupyter_runtime_dir
+
+        return Path(jupyter_runtime_dir())
+    except ImportError:  # a Python without Jupyter: the same place jupyter_core would pick on Linux
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return Path(os.environ.get("JUPYTER_RUNTIME_DIR") or os.path.join(base, "jupyter", "runtime"))
+
+
 def private_folder(path: str | os.PathLike) -> Path:
     """``path`` as a folder only this user can reach: made with mode 0700 when missing (missing parents with
     the default mode, as ``mkdir -p`` would), refused when it is a link, not a folder, or another user's.
@@ -160,4 +171,5 @@ def _why(err: OSError) -> str:
     return os.strerror(err.errno).lower() if err.errno else printable(err)
 
 
-__all__ = ["FILE_MODE", "FOLDER_MODE", "PrivateFileError", "PrivateFolderError", "open_private", "private_folder"]
+__all__ = ["FILE_MODE", "FOLDER_MODE", "PrivateFileError", "PrivateFolderError", "open_private", "private_folder",
+           "runtime_folder"]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .inputs import printable, shown
 from .plan import PlanError
-from .private_files import PrivateFileError, PrivateFolderError, open_private, private_folder
+from .private_files import PrivateFileError, PrivateFolderError, open_private, private_folder, runtime_folder
 
 POLL_S = 1.0  # how often NVML is read while waiting; a Ctrl-C is seen within this
 MAX_WAIT_S = 7 * 24 * 3600
@@ -65,17 +65,6 @@ def format_duration(seconds: float) -> str:
 
 
 # -- claims --------------------------------------------------------------------------------------------
-def runtime_folder() -> Path:
-    """The user's Jupyter runtime folder, as jupyter_core finds it (JUPYTER_RUNTIME_DIR first)."""
-    try:
-        from jupyter_core.paths import jupyter_runtime_dir
-
-        return Path(jupyter_runtime_dir())
-    except ImportError:  # a Python without Jupyter: the same place jupyter_core would pick on Linux
-        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-        return Path(os.environ.get("JUPYTER_RUNTIME_DIR") or os.path.join(base, "jupyter", "runtime"))
-
-
 def holder_name() -> str:
     """This process as a person knows it: "kernel 4f2c8a1e" (from its connection file), else "pid N"."""
     argv = sys.argv
@@ -277,19 +266,42 @@ def gpu_key(gpu) -> str:
     return uuid if isinstance(uuid, str) and uuid else f"gpu-{gpu.index}"
 
 
+_reports_reader = None
+
+
+def _host_pids() -> dict[int, int] | None:
+    """Local PID -> host PID, from the kernels' reports, where NVML's PIDs are not this namespace's; None on the host
+    (a claim's PID is NVML's number there)."""
+    global _reports_reader
+    from . import pidns
+
+    if pidns.view().comparable:
+        return None
+    if _reports_reader is None:
+        from .reports import ReportReader
+
+        _reports_reader = ReportReader()
+    return {r.pid: r.host_pid for r in _reports_reader.reports().values() if r.host_pid is not None}
+
+
 def live_claims(claims: Claims, snap) -> dict[str, Claim]:
     """Device key (GPU or MIG UUID) -> another live process's claim on it that still counts: the claimer is
-    not yet among the device's NVML processes (once it is, its allocation shows in the free memory)."""
+    not yet among the device's NVML processes (once it is, its allocation shows in the free memory). In a
+    container the claimer is recognised by the host PID its report gives (NVML's numbers are the host's)."""
     if snap is None or not snap.available:
         return {}
     devices = {gpu_key(g): g for g in snap.gpus}
     devices.update({m.uuid: m for _, m in snap.mig_devices() if isinstance(m.uuid, str)})
     out = {}
+    host_pids = None
     for key, claim in claims.others(devices).items():
         if claim.pid == os.getpid():  # another controller of this same process (a test's): the same kernel
             continue
+        if host_pids is None:
+            host_pids = (_host_pids() or {}) if snap.pids is not None else {}
+        listed_as = host_pids.get(claim.pid) if snap.pids is not None else claim.pid
         procs = devices[key].processes if isinstance(devices[key].processes, tuple) else ()
-        if not any(p.pid == claim.pid for p in procs):
+        if listed_as is None or not any(p.pid == listed_as for p in procs):
             out[key] = claim
     return out
 

@@ -90,3 +90,19 @@ def to_dict() -> dict[str, Any]:
         "no_name": NO_NAME,
         "memory_sources": dict(MEMORY_SOURCES),
     }
+
+
+# Why memory could not be given to anybody, by the PID view's mode (pidns): said after the line's figures.
+UNATTRIBUTED_WHY: dict[str, str] = {
+    "none": "its PID namespace differs from the driver's",
+    "host_proc": "they are not in this PID namespace and the host /proc does not show them",
+    "host": "they are not in this server's /proc (ended, or hidden by hidepid)",
+}
+
+
+def unattributed_line(count: int, used_mib: int | None, who: str, view: str) -> str:
+    """"12,288 MiB held by 2 processes this server cannot attribute: its PID namespace differs from the driver's".
+    ``who``: "this server" or "this kernel"; ``view``: the PID view's mode; ``used_mib`` None: NVML gave no figure."""
+    held = f"{used_mib:,} MiB" if isinstance(used_mib, int) else "memory (NVML gives no figure)"
+    processes = "1 process" if count == 1 else f"{count} processes"
+    return f"{held} held by {processes} {who} cannot attribute: {UNATTRIBUTED_WHY.get(view, UNATTRIBUTED_WHY['none'])}"

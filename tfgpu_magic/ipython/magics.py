@@ -266,6 +266,9 @@ def load_extension(shell) -> None:
     magics.sidebar.register(shell)  # only in a kernel: the JupyterLab sidebar's channel to the live model
     _register_html_forms(shell, magics.placement)
     magics.apply_defaults()
+    from ..core import handshake
+
+    handshake.install()  # in a container only: an import hook that learns the kernel's host PID (no thread)
 
 
 def _html_form(obj) -> str:

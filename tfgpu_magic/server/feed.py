@@ -64,7 +64,8 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
         "schema": SCHEMA, "taken_at": time.time(),
         "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
                  "driver_version": None, "cuda_driver_version": None},
-        "gpus": [], "kernels": [], "kernel_note": "", "other_users": other_users, "stale": None,
+        "gpus": [], "kernels": [], "kernel_note": "", "pids": {"comparable": True, "view": "host", "note": ""},
+        "other_users": other_users, "stale": None,
         "words": words.to_dict(), "setting_words": wire_words(),
     }
 

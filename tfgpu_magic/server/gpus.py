@@ -5,6 +5,11 @@ sessions, this module decides what belongs to whom. A process is matched by PID:
 kernel's descendant (a kernel that runs its GPU work in a child process). Where a PID cannot be matched
 (NVML gives no process list, a process in another PID namespace, a kernel with no known PID) the document
 says so in a sentence instead of guessing.
+
+In a container NVML's PIDs are the host's (core/pidns.py; the reading's ``pids`` says so): a number is then never
+matched to a local process. A process is placed through a host /proc (its ``local_pid``), or as a kernel's own by
+that kernel's report (core/reports.py: its host PID, learned by the handshake); the rest is one line per device,
+its processes and memory this server cannot attribute, never rows charged to whoever has the same number here.
 """
 
 from __future__ import annotations
@@ -127,6 +132,9 @@ _MIG_FIELDS = ("uuid", "index", "name", "profile", "gpu_instance_id", "compute_i
 OWN_PROCESSES = ("user", "server")
 
 
+HOST_PIDS = {"comparable": True, "view": "host", "note": ""}
+
+
 def gpu_document(
     nvml_snapshot: dict[str, Any],
     kernels: Iterable[dict[str, Any]],
@@ -136,6 +144,7 @@ def gpu_document(
     own_processes: str = "user",
     parent_of: Callable[[int], int | None] = parent_pid,
     now: float | None = None,
+    reports: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The response of ``GET tfgpu/api/gpus``.
 
@@ -144,11 +153,21 @@ def gpu_document(
     [{"path", "name", "type"}]}``; the document's ``kernels`` adds ``idle_s``, and each process that is a kernel
     or runs under one has ``kernel: {"id", "relation": "kernel" | "child"}``; ``type`` is nvidia-smi's "C", "G" or "C+G"
     (a graphics process belongs to a kernel as a compute one does). ``user`` is the server's user: with
-    ``show_other_users`` off, processes that are not this user's (``own_processes``) are counted, not listed."""
+    ``show_other_users`` off, processes that are not this user's (``own_processes``) are counted, not listed.
+    ``reports``: kernel id -> its checked report's summary (reports.Report.summary), read where PIDs are not
+    comparable; a kernel's ``report`` in the document is that, or None."""
     now = time.time() if now is None else now
-    kernels = [_with_idle(k, now) for k in kernels]
+    reports = reports or {}
+    kernels = [_with_idle(k, now, reports.get(k.get("id"))) for k in kernels]
     kernel_by_pid = {k["pid"]: k for k in kernels if isinstance(k.get("pid"), int)}
-    whose = _Whose(Ancestry(kernel_by_pid, parent_of), user, own_processes, show_other_users)
+    pids = nvml_snapshot.get("pids") or HOST_PIDS
+    by_host_pid = {}
+    if not pids.get("comparable", True):
+        for k in kernels:
+            report = k["report"]
+            if report is not None and isinstance(report.get("host_pid"), int):
+                by_host_pid[report["host_pid"]] = (k, "handshake" if report.get("how") == "handshake" else "host_view")
+    whose = _Whose(Ancestry(kernel_by_pid, parent_of), user, own_processes, show_other_users, pids, by_host_pid)
     gpus = []
     for gpu in nvml_snapshot.get("gpus", ()):
         out = {name: gpu.get(name) for name in _GPU_FIELDS}
@@ -156,9 +175,11 @@ def gpu_document(
         out["mig_devices"] = []
         for mig in gpu.get("mig_devices") or ():
             row = {name: mig.get(name) for name in _MIG_FIELDS}
-            row["processes"], row["hidden_processes"], row["kernel_note"] = whose.processes(mig.get("processes"))
+            row["processes"], row["hidden_processes"], row["kernel_note"], row["unattributed"] = whose.processes(
+                mig.get("processes"))
             out["mig_devices"].append(row)
-        out["processes"], out["hidden_processes"], out["kernel_note"] = whose.processes(gpu.get("processes"))
+        out["processes"], out["hidden_processes"], out["kernel_note"], out["unattributed"] = whose.processes(
+            gpu.get("processes"))
         gpus.append(out)
     no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
     kernel_note = ""
@@ -173,6 +194,7 @@ def gpu_document(
         "gpus": gpus,
         "kernels": kernels,
         "kernel_note": kernel_note,
+        "pids": {key: pids.get(key) for key in HOST_PIDS},
         "other_users": "shown" if show_other_users else "hidden",
         "own_processes": own_processes,
         "server_user": user,
@@ -182,9 +204,11 @@ def gpu_document(
     }
 
 
-def _with_idle(kernel: dict[str, Any], now: float) -> dict[str, Any]:
-    """The kernel with ``idle_s``: seconds since its last activity while idle; None while busy or unknown."""
+def _with_idle(kernel: dict[str, Any], now: float, report: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The kernel with ``idle_s``: seconds since its last activity while idle; None while busy or unknown; and its
+    ``report``'s summary, or None."""
     out = dict(kernel)
+    out["report"] = report
     last = out.setdefault("last_activity", None)
     idle = out.get("execution_state") == "idle" and isinstance(last, (int, float))
     out["idle_s"] = round(max(0.0, now - last), 1) if idle else None
@@ -194,36 +218,64 @@ def _with_idle(kernel: dict[str, Any], now: float) -> dict[str, Any]:
 class _Whose:
     """Sorts one reading's processes into this server's kernels, the user's other processes, and others'."""
 
-    def __init__(self, ancestry: Ancestry, user: str | None, own_processes: str, show_other_users: bool):
+    def __init__(self, ancestry: Ancestry, user: str | None, own_processes: str, show_other_users: bool,
+                 pids: dict[str, Any] = HOST_PIDS, by_host_pid: dict[int, tuple[dict, str]] | None = None):
         self.ancestry = ancestry
         self.user = user
         self.by_user = own_processes != "server"
         self.show_other_users = show_other_users
-        self._views: dict[tuple[str, str], dict[str, Any]] = {}
+        self.comparable = pids.get("comparable", True)
+        self.view = pids.get("view") or "none"
+        self.by_host_pid = by_host_pid or {}
+        self._views: dict[tuple[str, str, str], dict[str, Any]] = {}
 
-    def _kernel_view(self, kernel: dict[str, Any], relation: str) -> dict[str, Any]:
-        """What a process row says of its kernel: which one, and how (its own process or a child). The rest (name,
-        state, idle time, sessions) is in the document's ``kernels``, once per kernel however many rows it has."""
-        key = (kernel["id"], relation)
+    def _kernel_view(self, kernel: dict[str, Any], relation: str, how: str) -> dict[str, Any]:
+        """What a process row says of its kernel: which one, how related (its own process or a child) and how it was
+        matched ("pid", "host_view", "handshake"). The rest (name, state, idle time, sessions) is in the
+        document's ``kernels``, once per kernel however many rows it has."""
+        key = (kernel["id"], relation, how)
         if key not in self._views:
-            self._views[key] = {"id": kernel["id"], "relation": relation}
+            self._views[key] = {"id": kernel["id"], "relation": relation, "how": how}
         return self._views[key]
 
-    def processes(self, processes: Any) -> tuple[Any, dict | None, str]:
-        """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched)."""
+    def _owner(self, proc: dict[str, Any], seen: bool) -> tuple[dict, str, str] | None:
+        """(kernel, relation, how) for one row, or None. On the host by its PID; in a container by the PID a host
+        /proc maps it to, or by a kernel's report; never by NVML's number read as a local one."""
+        pid = proc.get("pid")
+        if self.comparable:
+            found = self.ancestry.owner(pid, parents=seen) if isinstance(pid, int) else None
+            return (*found, "pid") if found is not None else None
+        local = proc.get("local_pid")
+        if isinstance(local, int):
+            found = self.ancestry.owner(local, parents=True)
+            if found is not None:
+                return (*found, "host_view")
+        if isinstance(pid, int) and pid in self.by_host_pid:
+            kernel, how = self.by_host_pid[pid]
+            return kernel, "kernel", how
+        return None
+
+    def processes(self, processes: Any) -> tuple[Any, dict | None, str, dict | None]:
+        """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched,
+        the memory nobody can be given here (a container's) or None)."""
         if _is_unavailable(processes):
             detail = processes.get("detail") or processes.get("unavailable")
             return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be "
-                                     "matched to notebooks")
+                                     "matched to notebooks"), None
         listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
+        lost_count, lost_mib = 0, 0
         for proc in processes or ():
             pid = proc.get("pid")
             # No name and no user: the PID has no /proc entry here (another PID namespace, or it ended), so it has
             # no parents to read either; it can still be a kernel's own PID.
             seen = proc.get("name") is not None or proc.get("user") is not None
-            owner = self.ancestry.owner(pid, parents=seen) if isinstance(pid, int) else None
+            owner = self._owner(proc, seen)
             used = proc.get("used_mib")
             if owner is None and not seen:
+                if not self.comparable:  # a host PID nothing here can name: one line, never a row of a wrong name
+                    lost_count += 1
+                    lost_mib = None if used is None or lost_mib is None else lost_mib + used
+                    continue
                 unseen += 1
             mine = owner is not None or (self.by_user and self.user is not None and proc.get("user") == self.user)
             if not mine and not self.show_other_users:
@@ -239,7 +291,11 @@ class _Whose:
             note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
                     "namespace, such as a container, or ended): "
                     f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
-        return listed, hidden, note
+        lost = None
+        if lost_count:
+            lost = {"count": lost_count, "used_mib": lost_mib,
+                    "text": words.unattributed_line(lost_count, lost_mib, "this server", self.view)}
+        return listed, hidden, note, lost
 
 
 def parse_indices(raw: str) -> tuple[int, ...]:

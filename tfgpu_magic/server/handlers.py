@@ -23,8 +23,10 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
+from ..core import pidns
 from ..core.consent import ConsentStore
 from ..core.inputs import shown
+from ..core.reports import ReportReader
 from .culler import IdleGpuCuller
 from .feed import Answer, GpuFeed, encode, failure_document
 from .gpus import ParentCache, gpu_document, only_indices, parse_indices
@@ -203,6 +205,18 @@ def _server_user() -> str | None:
         return None
 
 
+def _checked_reports(reader: ReportReader, reading: dict[str, Any], kernels: list[dict[str, Any]]
+                     ) -> dict[str, dict[str, Any]] | None:
+    """The reports of this server's kernels, each checked against the kernel's PID, where NVML's PIDs are not this
+    server's numbers (a container); on the host none are read: a PID says it all there."""
+    pids = reading.get("pids")
+    if not pids or pids.get("comparable", True):
+        return None
+    found = reader.reports()
+    return {k["id"]: found[k["id"]].summary() for k in kernels
+            if k["id"] in found and reader.check(k["id"], found[k["id"]], k.get("pid"))}
+
+
 # Every handler the extension serves: tests check each one refuses an unauthenticated request.
 HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
     ("gpus", GpusHandler), ("metrics", MetricsHandler), ("consent", ConsentHandler))
@@ -220,10 +234,14 @@ class Extension:
             return await kernels_of(server_app, server_app.log)
 
         parents = ParentCache()  # used in the worker thread only
+        view = pidns.use_host_proc(options.host_proc or None)
+        if not view.comparable:
+            server_app.log.warning("tfgpu: %s", view.note)
+        reader = ReportReader(log=server_app.log.warning)  # the kernels' reports, read in the worker thread only
 
         def build(reading: dict[str, Any], kernel_list: list[dict[str, Any]]) -> dict[str, Any]:
             return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own,
-                                parent_of=parents)
+                                parent_of=parents, reports=_checked_reports(reader, reading, kernel_list))
 
         self.options = options
         self.feed = GpuFeed(options.snapshot_max_age, kernels, build, stale_after=options.stale_after,

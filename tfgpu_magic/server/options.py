@@ -6,7 +6,7 @@ import math
 import os
 from typing import Any
 
-from traitlets import Bool, Enum, Float, TraitError, validate
+from traitlets import Bool, Enum, Float, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
 from .gpus import OWN_PROCESSES
@@ -80,6 +80,18 @@ class TfgpuServer(Configurable):
         60.0,
         help="Seconds between two looks of the GPU-aware culler (cull_idle_gpu_kernels_after). From 0.5 to 3600.",
     ).tag(config=True)
+
+    host_proc = Unicode(
+        help="Where the host's /proc is mounted when this server runs in a container (its own PID namespace, where "
+        "NVML's PIDs are the host's): GPU processes are then mapped to local ones through it, children of kernels "
+        "included. It shows every host process's command line to this server's users. Default: $TFGPU_HOST_PROC, "
+        "else none (kernels are matched by their own reports; other memory is shown as unattributed). Kernels the "
+        "server starts inherit it.",
+    ).tag(config=True)
+
+    @default("host_proc")
+    def _host_proc_default(self) -> str:
+        return os.environ.get("TFGPU_HOST_PROC", "")
 
     @validate(*RANGES)
     def _in_range(self, proposal: dict[str, Any]) -> float:
