@@ -173,7 +173,10 @@ function figures(memory: MemoryBar, right: [string, Shown, string][]): HTMLDivEl
 
 /** The process rows of a GPU or MIG device, and the lines on what is missing from them. */
 function processList(
-  device: Pick<GpuRow, 'notebooks' | 'others' | 'processesMissing' | 'missing' | 'hidden' | 'kernelNote'>,
+  device: Pick<
+    GpuRow,
+    'notebooks' | 'others' | 'processesMissing' | 'missing' | 'hidden' | 'kernelNote' | 'unattributed'
+  >,
   sayNoProcess: boolean,
   actions: ServerActions,
   trans: TranslationBundle
@@ -188,8 +191,12 @@ function processList(
       list.appendChild(otherRow(proc, trans));
     }
     nodes.push(list);
-  } else if (sayNoProcess && device.processesMissing === null && !device.hidden) {
+  } else if (sayNoProcess && device.processesMissing === null && !device.hidden && !device.unattributed) {
     nodes.push(line(trans.__('No process.'), 'muted'));
+  }
+  if (device.unattributed) {
+    // Where the rows are: memory held there that no row (and nobody) can be charged for, never left out as zero.
+    nodes.push(line(device.unattributed, 'muted', 'tfgpu-unattributed'));
   }
   if (device.processesMissing !== null) {
     nodes.push(line(trans.__('Processes: %1 (%2)', device.missing, device.processesMissing), 'muted'));
@@ -277,6 +284,14 @@ export function renderServer(
   }
   if (historyNote && view.problem === null) {
     out.appendChild(line(historyNote, 'muted', 'tfgpu-history-note'));
+  }
+  if (view.pidsNote && view.problem === null) {
+    out.appendChild(line(view.pidsNote, 'muted', 'tfgpu-note tfgpu-pids-note'));
+  }
+  for (const report of view.problem === null ? view.kernelReports : []) {
+    const node = line(report.text, 'muted', 'tfgpu-note tfgpu-kernel-report');
+    node.dataset.kernelId = report.kernelId;
+    out.appendChild(node);
   }
   if (view.empty !== null) {
     out.appendChild(line(view.empty, 'muted'));

@@ -20,17 +20,20 @@ import {
   Trans
 } from './format.js';
 import { readWords, Words } from './words.js';
-import { MigDeviceInfo, migLine, migRow, MigRow } from './mig.js';
+import { MigDeviceInfo, migLine, migRow, MigRow, Unattributed, unattributedLine } from './mig.js';
 import {
   FrontNotebook,
   GpuProcess,
   groupByNotebook,
   hiddenSummary,
+  kernelCalled,
   NO_OWNERS,
   NotebookGroup,
   OtherProcessRow,
   OwnProcesses,
   Owners,
+  ProcessKernel,
+  reportNote,
   serverUserOf
 } from './processes.js';
 
@@ -47,6 +50,8 @@ export interface GpuInfo {
   processes: GpuProcess[] | NA;
   hidden_processes: { count: number; used_mib: number | null | NA } | null;
   kernel_note: string;
+  /** Its processes the server cannot attribute (a container); null on the host or where there are none. */
+  unattributed?: Unattributed | null;
   /** true / false, null (no MIG support) or NA. */
   mig_mode?: boolean | null | NA;
   mig_devices?: MigDeviceInfo[];
@@ -71,9 +76,18 @@ export interface GpusAnswer {
   own_processes?: OwnProcesses;
   /** The OS user the server runs as (null: unknown). */
   server_user?: string | null;
+  /** Whose numbers NVML's PIDs are: comparable false in a container (its own PID namespace), with why in `note`. */
+  pids?: PidsInfo;
   /** Present when asked with `?history=SECONDS` (history.ts). */
   history?: unknown;
   [other: string]: unknown;
+}
+
+export interface PidsInfo {
+  comparable: boolean;
+  /** "host", "host_proc" (through a host /proc) or "none". */
+  view: string;
+  note: string;
 }
 
 export interface GpuRow {
@@ -93,6 +107,8 @@ export interface GpuRow {
   /** "2 processes of other users, 512 MiB", or null. */
   hidden: string | null;
   kernelNote: string;
+  /** Its processes the server cannot attribute (a container), as one line; in MIG mode its devices say theirs. */
+  unattributed: string | null;
   /** Its key in the document's `history.gpus` (the physical index as a string), or null. */
   historyKey: string | null;
   /** "GPU 1" (the shut-down dialog's words for where memory is freed). */
@@ -114,6 +130,15 @@ export interface ServerView {
   kernelNote: string;
   /** Set when the figures are old: the driver has not answered (a slow or hung driver), and for how long. */
   stale: string | null;
+  /** Why PIDs are not matched by number (the server is in a container), said once; "" on the host. */
+  pidsNote: string;
+  /** Each kernel's own report's note ("notebook.ipynb: ambiguous: ..."), which no process row may carry. */
+  kernelReports: KernelReportLine[];
+}
+
+export interface KernelReportLine {
+  kernelId: string;
+  text: string;
 }
 
 /** One GPU of the answer as a row. */
@@ -160,6 +185,7 @@ export function gpuRow(
     // In MIG mode these describe the union of the devices' processes: each device says its own part.
     hidden: mig.length ? null : hiddenSummary(gpu.hidden_processes, trans, words),
     kernelNote: !mig.length && typeof gpu.kernel_note === 'string' ? gpu.kernel_note : '',
+    unattributed: mig.length ? null : unattributedLine(gpu.unattributed, trans, words),
     historyKey: index.na ? null : index.text,
     short: trans.__('GPU %1', index.text),
     migLine: migLine(gpu.mig_mode, mig.length, trans),
@@ -206,7 +232,16 @@ export function withKernels(answer: GpusAnswer): GpusAnswer {
 /** The whole "All GPUs" section from the server's answer. */
 export function serverView(data: unknown, front: FrontNotebook | null = null, trans: Trans = plainTrans): ServerView {
   const answer = typeof data === 'object' && data !== null ? withKernels(data as GpusAnswer) : (data as GpusAnswer);
-  const view: ServerView = { problem: null, driver: '', gpus: [], empty: null, kernelNote: '', stale: null };
+  const view: ServerView = {
+    problem: null,
+    driver: '',
+    gpus: [],
+    empty: null,
+    kernelNote: '',
+    stale: null,
+    pidsNote: '',
+    kernelReports: []
+  };
   // The server's words for missing values (null from an older server: each key reads as itself).
   const words = typeof data === 'object' && data !== null ? readWords(answer.words) : null;
   if (typeof data !== 'object' || data === null || typeof answer.nvml !== 'object' || answer.nvml === null) {
@@ -215,6 +250,8 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
   }
   view.kernelNote = typeof answer.kernel_note === 'string' ? answer.kernel_note : '';
   view.stale = staleLine(answer.stale, trans);
+  view.pidsNote = pidsNote(answer.pids);
+  view.kernelReports = kernelReportLines(answer.kernels, trans);
   const nvml = answer.nvml;
   if (!nvml.available || isNA(nvml.error)) {
     const reason = isNA(nvml.error) ? naReason(nvml.error, trans, words) : trans.__('NVML is not available on this server');
@@ -237,6 +274,32 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
     view.empty = trans.__('NVML sees no GPU on this server.');
   }
   return view;
+}
+
+/** The server's note on PIDs where they are not its own (a container), else "" (the host, or an older server). */
+export function pidsNote(pids: unknown): string {
+  if (typeof pids !== 'object' || pids === null || (pids as PidsInfo).comparable !== false) {
+    return '';
+  }
+  const note = (pids as PidsInfo).note;
+  return typeof note === 'string' ? note.trim() : '';
+}
+
+/** "analysis.ipynb: ambiguous: 2 processes appeared on GPU 0 ..." for each kernel whose report has a note. */
+export function kernelReportLines(kernels: unknown, trans: Trans = plainTrans): KernelReportLine[] {
+  const lines: KernelReportLine[] = [];
+  for (const kernel of Array.isArray(kernels) ? kernels : []) {
+    if (!kernel || typeof kernel !== 'object' || typeof kernel.id !== 'string') {
+      continue;
+    }
+    const note = reportNote(kernel);
+    if (note) {
+      const sessions = Array.isArray(kernel.sessions) ? kernel.sessions : [];
+      const called = kernelCalled(kernel as ProcessKernel, sessions, trans);
+      lines.push({ kernelId: kernel.id, text: trans.__('%1: %2', called, note) });
+    }
+  }
+  return lines;
 }
 
 /** "Figures from 23 s ago: the driver has not answered for 25 s" (null: the figures are current). */

@@ -4,7 +4,21 @@
  * device: those read "not reported", never 0.
  */
 
-import { formatInt, isNA, isNumber, memoryBar, MemoryBar, missingWord, NA, naReason, plainTrans, show, Shown, Trans } from './format.js';
+import {
+  formatInt,
+  formatMiB,
+  isNA,
+  isNumber,
+  memoryBar,
+  MemoryBar,
+  missingWord,
+  NA,
+  naReason,
+  plainTrans,
+  show,
+  Shown,
+  Trans
+} from './format.js';
 import type { Words } from './words.js';
 import {
   FrontNotebook,
@@ -16,6 +30,41 @@ import {
   OtherProcessRow,
   Owners
 } from './processes.js';
+
+/**
+ * A device's processes the server cannot place (a container: NVML's PIDs are the host's, and nothing here names
+ * them): not in its `processes`; `text` is the server's sentence ("12,288 MiB held by 2 processes this server cannot
+ * attribute: ..."), `used_mib` null where NVML gives no figure.
+ */
+export interface Unattributed {
+  count: number;
+  used_mib: number | null;
+  text: string;
+}
+
+/**
+ * The line a GPU or MIG device shows for its unattributed processes: the server's sentence, else (an answer without
+ * one) the figures in the sidebar's words; null where there are none. Never a zero: no figure reads as unknown.
+ */
+export function unattributedLine(value: unknown, trans: Trans = plainTrans, words: Words | null = null): string | null {
+  if (typeof value !== 'object' || value === null) {
+    return null;
+  }
+  const { count, used_mib: used, text } = value as Partial<Unattributed>;
+  if (typeof text === 'string' && text.trim()) {
+    return text.trim();
+  }
+  if (!isNumber(count) || count <= 0) {
+    return null;
+  }
+  const memory = isNumber(used) ? formatMiB(used, trans) : trans.__('memory %1', missingWord(words, trans));
+  return trans._n(
+    '%2 held by %1 process this server cannot attribute',
+    '%2 held by %1 processes this server cannot attribute',
+    count,
+    memory
+  );
+}
 
 export interface MigDeviceInfo {
   uuid: string | NA;
@@ -32,6 +81,7 @@ export interface MigDeviceInfo {
   processes: GpuProcess[] | NA;
   hidden_processes?: { count: number; used_mib: number | null | NA } | null;
   kernel_note?: string;
+  unattributed?: Unattributed | null;
   [other: string]: unknown;
 }
 
@@ -51,6 +101,8 @@ export interface MigRow {
   missing: string;
   hidden: string | null;
   kernelNote: string;
+  /** Its processes the server cannot attribute (a container), as one line; null where there are none. */
+  unattributed: string | null;
 }
 
 /** "3g.20gb": the server's profile, else the end of the device's name ("... MIG 3g.20gb"). */
@@ -113,7 +165,8 @@ export function migRow(
     processesMissing,
     missing: missingWord(words, trans),
     hidden: hiddenSummary(device.hidden_processes, trans, words),
-    kernelNote: typeof device.kernel_note === 'string' ? device.kernel_note : ''
+    kernelNote: typeof device.kernel_note === 'string' ? device.kernel_note : '',
+    unattributed: unattributedLine(device.unattributed, trans, words)
   };
 }
 

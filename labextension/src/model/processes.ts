@@ -15,11 +15,25 @@ export interface SessionInfo {
   type: string;
 }
 
+/**
+ * What a kernel said of itself where the server cannot match its PID (a container: NVML's PIDs are the host's): its
+ * host PID, how the server learned it, and a note where its memory could not be placed ("ambiguous: ...").
+ */
+export interface KernelReport {
+  host_pid: number | null;
+  how: string;
+  note: string;
+}
+
 export interface ProcessKernel {
   id: string;
   name: string;
   execution_state: string;
   relation: 'kernel' | 'child' | string;
+  /** How the process was matched to the kernel: "pid" (the host), "host_view" (a host /proc), "handshake". */
+  how?: 'pid' | 'host_view' | 'handshake' | string;
+  /** The kernel's report, in a container (null or absent on the host). */
+  report?: KernelReport | null;
   sessions: SessionInfo[];
   /** Unix seconds of the kernel's last message (null: unknown). */
   last_activity?: number | null;
@@ -188,7 +202,7 @@ export function kernelActivity(kernel: ProcessKernel, trans: Trans = plainTrans)
 }
 
 /** What the shut-down dialog calls a kernel: its notebooks' paths, else "python3 8c1d0f6e". */
-function kernelCalled(kernel: ProcessKernel, sessions: SessionInfo[], trans: Trans): string {
+export function kernelCalled(kernel: ProcessKernel, sessions: SessionInfo[], trans: Trans = plainTrans): string {
   if (sessions.length) {
     return sessions.map(s => s.path).join(', ');
   }
@@ -210,6 +224,30 @@ function otherServerTag(proc: GpuProcess, user: Shown, owners: Owners, trans: Tr
   return trans.__('not this server’s');
 }
 
+/**
+ * How a process was matched to its kernel where it was not by its PID (a container): said in the row's tooltip, as
+ * the row looks the same either way. "" for "pid" (the host) and anything unknown.
+ */
+export function matchedHow(how: unknown, trans: Trans = plainTrans): string {
+  if (how === 'host_view') {
+    return trans.__('Matched through the host /proc.');
+  }
+  if (how === 'handshake') {
+    return trans.__("Matched by the kernel's own report.");
+  }
+  return '';
+}
+
+/** A kernel report's note ("ambiguous: ..."), or "" (none, or the host). */
+export function reportNote(kernel: { report?: unknown } | null | undefined): string {
+  const report = kernel?.report;
+  if (typeof report !== 'object' || report === null) {
+    return '';
+  }
+  const note = (report as KernelReport).note;
+  return typeof note === 'string' ? note.trim() : '';
+}
+
 /** Group one GPU's processes by kernel (one row per notebook), summing their memory on that GPU. */
 export function groupByNotebook(
   processes: GpuProcess[],
@@ -224,6 +262,8 @@ export function groupByNotebook(
     unknown: number;
     pids: string[];
     types: unknown[];
+    /** How its processes were matched, each once ("pid" says nothing). */
+    hows: Set<string>;
     order: number;
     /** Its own process is on this GPU (not only children). */
     ownProcess: boolean;
@@ -235,7 +275,7 @@ export function groupByNotebook(
     if (kernel && typeof kernel.id === 'string') {
       let acc = byKernel.get(kernel.id);
       if (!acc) {
-        acc = { kernel, used: 0, unknown: 0, pids: [], types: [], order, ownProcess: false };
+        acc = { kernel, used: 0, unknown: 0, pids: [], types: [], hows: new Set(), order, ownProcess: false };
         byKernel.set(kernel.id, acc);
       }
       if (isNumber(proc.used_mib)) {
@@ -247,6 +287,10 @@ export function groupByNotebook(
         acc.ownProcess = true;
       }
       acc.types.push(proc.type);
+      const how = matchedHow(kernel.how, trans);
+      if (how) {
+        acc.hows.add(how);
+      }
       const tag = processTag([proc.type], trans);
       const pid = show(proc.pid, String, trans, undefined, words).text;
       acc.pids.push(
@@ -318,10 +362,13 @@ export function groupByNotebook(
       ((!!front.kernelId && front.kernelId === id) ||
         (!!front.path && sessions.some(s => s.path === front.path)));
     const activity = kernelActivity(acc.kernel, trans);
+    const note = reportNote(acc.kernel);
     const titleLines = [
       trans.__('Kernel %1 (%2)', acc.kernel.name, acc.kernel.execution_state),
       ...(activity.title ? [activity.title] : []),
-      ...acc.pids
+      ...acc.pids,
+      ...acc.hows,
+      ...(note ? [note] : [])
     ];
     if (!sessions.length) {
       titleLines.push(trans.__('This kernel has no notebook or console open.'));
