@@ -82,7 +82,8 @@ test("a GPU's unattributed processes are one line, the server's sentence, beside
   assert.deepEqual(gpu0.others, []); // no rows of host numbers
   assert.deepEqual(gpu0.notebooks.map(n => n.label), ['train.ipynb']);
   assert.equal(gpu1.unattributed, null);
-  assert.equal(view.pidsNote, CONTAINER.note); // once, for the whole list
+  // Once, for the whole list, as a sentence.
+  assert.equal(view.pidsNote, "This process's PID namespace differs from the driver's (a container): NVML's PIDs are the host's.");
 });
 
 test('a kernel matched other than by its PID says how in its tooltip; by its PID it says nothing new', () => {

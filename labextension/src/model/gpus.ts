@@ -276,13 +276,20 @@ export function serverView(data: unknown, front: FrontNotebook | null = null, tr
   return view;
 }
 
-/** The server's note on PIDs where they are not its own (a container), else "" (the host, or an older server). */
+/**
+ * The server's note on PIDs where they are not its own (a container), as a sentence (the server writes it as a clause
+ * for its other views), else "" (the host, or an older server).
+ */
 export function pidsNote(pids: unknown): string {
   if (typeof pids !== 'object' || pids === null || (pids as PidsInfo).comparable !== false) {
     return '';
   }
   const note = (pids as PidsInfo).note;
-  return typeof note === 'string' ? note.trim() : '';
+  const text = typeof note === 'string' ? note.trim() : '';
+  if (!text) {
+    return '';
+  }
+  return text.charAt(0).toUpperCase() + text.slice(1) + (/[.!?]$/.test(text) ? '' : '.');
 }
 
 /** "analysis.ipynb: ambiguous: 2 processes appeared on GPU 0 ..." for each kernel whose report has a note. */
