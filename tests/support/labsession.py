@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -101,8 +102,12 @@ class Lab:
     """
 
     def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90,
-                 extra_args: list[str] | None = None, base_url: str = "/") -> None:
+                 extra_args: list[str] | None = None, base_url: str = "/", prefix: list[str] | None = None) -> None:
         self.extra_env = dict(extra_env or {})
+        # A command the server runs under, e.g. `unshare --pid --fork --mount-proc` (a PID namespace of its own, as a
+        # container gives). ``server`` is then that command's process, and the server is stopped through its
+        # process group: unshare blocks SIGTERM rather than pass it on.
+        self.prefix = list(prefix or [])
         self.base_url = "/" + base_url.strip("/") + "/" if base_url.strip("/") else "/"  # behind a path prefix
         self.extra_args = list(extra_args or [])  # more `jupyter lab` options, e.g. --TfgpuServer.snapshot_max_age=0
         self.start_timeout = start_timeout
@@ -139,13 +144,14 @@ class Lab:
         env.pop("PYTHONPATH", None)
         env.update(self.extra_env)
         self.port = free_port()
-        command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        command = [*self.prefix, sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                    f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
                    f"--ServerApp.root_dir={self.root}", f"--ServerApp.base_url={self.base_url}", *self.extra_args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # CI and containers run as root; Jupyter refuses without it
         with open(self.tmp / "lab.log", "wb") as log:  # the child keeps its own copy of the descriptor
-            self.server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=bool(self.prefix))
         try:
             self._wait_until_up()
         except BaseException:
@@ -167,15 +173,22 @@ class Lab:
     def stop(self) -> None:
         # SIGTERM: the server shuts down cleanly and shuts down its kernels; kill only if it hangs.
         if self.server is not None and self.server.poll() is None:
-            self.server.terminate()
+            self._signal(signal.SIGTERM)
             try:
                 self.server.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                self.server.kill()
+                self._signal(signal.SIGKILL)
                 self.server.wait()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp = None
+
+    def _signal(self, number: int) -> None:
+        if self.prefix:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.server.pid, number)
+        else:
+            self.server.send_signal(number)
 
     def api(self, method: str, path: str, body: dict | None = None):
         """One authenticated request to the server's REST API (``/api/sessions``, ``/tfgpu/api/gpus`` ...): its JSON."""
