@@ -136,6 +136,7 @@ class Snapshot:
                 "error": to_jsonable(self.nvml.error),
                 "driver_version": to_jsonable(self.nvml.driver_version),
                 "cuda_driver_version": to_jsonable(self.nvml.cuda_driver_version),
+                "pids": self.nvml.pids,  # None on the host; in a container, why PIDs are not matched by number
             },
             "gpus": gpus,
             "kernel_gpu_memory": list(self.kernel_gpu_memory),
