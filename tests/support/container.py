@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,12 +169,15 @@ class ContainerServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # --kill-child: PID 1 goes, and with it every process of the namespace
+            # unshare blocks SIGTERM: the group's, the server's included (it shuts its kernels down); when PID 1
+            # ends, every process of the namespace goes with it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, 9)
+                    os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
