@@ -247,3 +247,15 @@ def test_a_claim_clears_once_its_holders_report_shows_it_allocated(tmp_path, mon
     write_report(folder, "k1", pid=77, host_pid=4242)
     assert waiting.live_claims(claims, snapshot((4242,))) == {}  # its report says 4242 is it: allocated
     assert set(waiting.live_claims(claims, snapshot((5000,)))) == {"GPU-a"}  # someone else's PID: still claimed
+
+
+def test_auto_counts_a_host_process_with_this_kernels_local_number_as_another(monkeypatch):
+    from tfgpu_magic.core.settings import choosing
+
+    gpu = Gpu(index=0, name="NVIDIA A100", uuid="GPU-a", pci_bus_id="0", memory_total_mib=40960, memory_used_mib=8192,
+              memory_free_mib=32768, memory_reserved_mib=0, utilization_gpu_pct=90, utilization_memory_pct=50,
+              temperature_c=60, power_w=250.0, processes=(GpuProcess(os.getpid(), 8192),))
+    monkeypatch.setattr(pidns, "_view", PidView(initial_inode=0))
+    assert choosing._others(gpu) == (os.getpid(),)  # the host's process of that number computes there: not us
+    monkeypatch.setattr(pidns, "_view", PidView())
+    assert choosing._others(gpu) == ()  # on the host that number is this process

@@ -5,9 +5,9 @@ kernel start all go through ``pick``."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
+from .. import pidns
 from ..plan import PlanError, VisibleSpec, format_mib
 from ..waiting import gpu_key, live_claims, wait_until
 from .base import gpu_list, no_such_gpu, nvml_why
@@ -68,7 +68,7 @@ def _others(device) -> tuple[int, ...] | None:
     processes = getattr(device, "processes", ())
     if not isinstance(processes, tuple):
         return None
-    me = os.getpid()
+    me = pidns.view().self_host_pid()  # NVML's number for this process: in a container the host's, or unknown
     return tuple(sorted({p.pid for p in processes if not p.is_self and p.pid != me and _computes(p)}))
 
 
