@@ -50,32 +50,45 @@ def install() -> bool:
 
 
 def _patch(tf: Any) -> None:
+    """Wrap what first creates TensorFlow's devices: the eager runtime context, and a TF1 ``Session`` (graph mode
+    creates its devices without the eager context). The first of them to run reads the window; then both are
+    TensorFlow's own again."""
     context = sys.modules.get("tensorflow.python.eager.context")
-    cls = getattr(context, "Context", None)
-    original = getattr(cls, "ensure_initialized", None)
-    if original is None:
-        _learned(None, None, "this TensorFlow has no runtime context tfgpu knows how to watch")
-        return
-    ctx = context.context_safe() if hasattr(context, "context_safe") else None
+    ctx = context.context_safe() if context is not None and hasattr(context, "context_safe") else None
     if ctx is not None and (getattr(ctx, "_context_handle", None) is not None or getattr(ctx, "_initialized", False)):
         _learned(*_without_window("TensorFlow's runtime started before tfgpu was loaded"))
         return
+    session = sys.modules.get("tensorflow.python.client.session")
+    targets = [(getattr(context, "Context", None), "ensure_initialized"),
+               (getattr(session, "BaseSession", None), "__init__")]
+    originals = {(cls, name): getattr(cls, name) for cls, name in targets if getattr(cls, name, None) is not None}
+    if not originals:
+        _learned(None, None, "this TensorFlow has nothing tfgpu knows how to watch for its GPU context")
+        return
 
-    def ensure_initialized(self, *args, **kwargs):
-        if getattr(self, "_initialized", False):
-            return original(self, *args, **kwargs)
-        with _lock:  # two threads starting the runtime at once: one window
+    def restore() -> None:
+        for (cls, name), original in originals.items():
+            setattr(cls, name, original)
+
+    def watched(cls: type, name: str, original: Any) -> Any:
+        def first_devices(self, *args, **kwargs):
             if getattr(self, "_initialized", False) or _state["learned"] is not None:
                 return original(self, *args, **kwargs)
-            before = _window_reading()
-            try:
-                return original(self, *args, **kwargs)
-            finally:
-                cls.ensure_initialized = original  # once per process: every later call is TensorFlow's own
-                _learned(*_judge(before, _window_reading()))
+            with _lock:  # two threads starting the runtime at once: one window
+                if _state["learned"] is not None:
+                    return original(self, *args, **kwargs)
+                before = _window_reading()
+                try:
+                    return original(self, *args, **kwargs)
+                finally:
+                    restore()  # once per process: every later call is TensorFlow's own
+                    _learned(*_judge(before, _window_reading()))
 
-    ensure_initialized.__wrapped__ = original  # type: ignore[attr-defined]
-    cls.ensure_initialized = ensure_initialized
+        first_devices.__wrapped__ = original  # type: ignore[attr-defined]
+        return first_devices
+
+    for (cls, name), original in originals.items():
+        setattr(cls, name, watched(cls, name, original))
 
 
 def _without_window(why: str) -> tuple[int | None, str | None, str]:
