@@ -14,6 +14,15 @@ Four parts, each against a baseline measured in the same run:
 3. **The sampler when idle**: the server's CPU over 30 s with nobody asking, sampling every 2 s (the default)
    against the same server with sampling off. Goal: under 0.5% of a core.
 4. **The history's memory**: bytes per sample and for an hour at 2 s, 8 GPUs (tracemalloc).
+5. **In a container** (root only: ``unshare --pid``). (a) One answer's cost at 8 GPUs x 64 processes and 50 kernels,
+   in one process, run once in the host's PID namespace and once inside ``unshare --pid --fork --mount-proc`` in the
+   same run: the reading's per-process identification (pidns), the kernels' 50 reports read (every answer, the worst
+   case, and at most once a second as the server does) and the join, against the host's parent walk. Goal: at most
+   10% more in the namespace. (b) A real server with 50 real kernels, each with 3 live children (process trees),
+   the fake NVML listing 8 x 64 host PIDs (the kernels', their children's, others'): the median of 300 serial
+   ``/tfgpu/api/gpus`` answers (``snapshot_max_age`` 0: each made anew) against 300 ``/api/status`` answers of the
+   same server, on the host and in a PID namespace (the kernels' reports in its runtime folder). Goal: at most 10
+   times ``/api/status``, in both.
 
 The clients run in one asyncio loop in this process, on the same 2 cores as the server: both endpoints pay
 that the same way, so the ratio is what compares.
@@ -321,11 +330,232 @@ def history_memory() -> dict:
     return {"samples": len(history), "gpus": GPUS, "bytes": used, "per_sample": used / len(history)}
 
 
+# ---- 5. in a container -----------------------------------------------------------------------------------------
+
+_CONTAINER_CHILD = r"""
+import json, os, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+from bench_sidebar_api import _children, _median_ms
+from tfgpu_magic.core import pidns
+from tfgpu_magic.core.reports import Report, ReportReader
+from tfgpu_magic.server.feed import encode
+from tfgpu_magic.server.gpus import ParentCache, gpu_document
+
+view = pidns.view()
+shells = [subprocess.Popen(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9; do sleep 600 & done; wait"]) for _ in range(50)]
+try:
+    time.sleep(1.0)
+    kernels, pool = [], []
+    for k, shell in enumerate(shells):
+        kernels.append({"id": f"kernel-{k}", "name": "python3", "pid": shell.pid, "execution_state": "idle",
+                        "last_activity": time.time() - 60, "sessions": [{"path": f"work/notebook-{k}.ipynb",
+                                                                        "name": f"notebook-{k}.ipynb",
+                                                                        "type": "notebook"}]})
+        pool += [shell.pid, *_children(shell.pid)]
+    pool += [1, os.getpid(), *(3900000 + i for i in range(16))]
+    chosen = pool[:: max(1, len(pool) // 512)][:512]
+    # Host PIDs as NVML would list them: on the host the same numbers; in the namespace, made-up host numbers
+    # (nothing here can know the real ones), the kernels' told by their reports.
+    host_of = {pid: pid if view.comparable else 4000000 + pid for pid in pool}
+    if view.mode == "host_proc":  # the real host numbers, as the host /proc maps them
+        mine = os.stat("/proc/self/ns/pid").st_ino
+        for entry in os.listdir(view.host_proc):
+            if entry.isdigit():
+                try:
+                    with open(f"{view.host_proc}/{entry}/status") as f:
+                        nspid = next(line for line in f if line.startswith("NSpid:")).split()[1:]
+                    if len(nspid) > 1 and os.stat(f"{view.host_proc}/{entry}/ns/pid").st_ino == mine:
+                        host_of[int(nspid[-1])] = int(nspid[0])
+                except (OSError, StopIteration):
+                    pass
+    folder = tempfile.mkdtemp(prefix="bench-reports-")
+    reports_dir = os.path.join(folder, "tfgpu-kernels")
+    os.mkdir(reports_dir, 0o700)
+    for k in kernels:
+        report = Report(k["id"], k["pid"], k["sessions"][0]["path"], host_of[k["pid"]], "handshake", "", ("GPU-0",),
+                        {"GPU-0": {"current": 1 << 30, "peak": 1 << 30}}, time.time())
+        with open(os.path.join(reports_dir, k["id"] + ".json"), "w") as f:
+            json.dump(report.to_dict(), f)
+    parents = ParentCache()
+
+    def reading():
+        now = time.monotonic()
+        gpus = []
+        for g in range(8):
+            procs = []
+            for pid in chosen[g * 64:(g + 1) * 64]:
+                host = host_of.get(pid, pid)
+                who = view.identify(host, now)
+                procs.append({"pid": host, "used_mib": 256, "name": who.name, "user": who.user, "is_self": False,
+                              "type": "C", "local_pid": who.local_pid})
+            gpus.append({"index": g, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{g}", "memory_total_mib": 81920,
+                         "memory_used_mib": 20000, "processes": procs})
+        return {"available": True, "taken_at": time.time(), "pids": None if view.comparable else view.to_dict(),
+                "gpus": gpus}
+
+    def answer(reader):
+        snap = reading()
+        checked = None
+        if view.mode == "none":  # as the server: through a host /proc every PID maps, no report is needed
+            found = reader.reports()
+            checked = {k["id"]: found[k["id"]].summary() for k in kernels
+                       if k["id"] in found and reader.check(k["id"], found[k["id"]], k["pid"])}
+        return encode(gpu_document(snap, kernels, user="ann", parent_of=parents, reports=checked))
+
+    every = ReportReader(__import__("pathlib").Path(reports_dir), max_age=0)
+    steady = ReportReader(__import__("pathlib").Path(reports_dir), max_age=1.0)
+    answer(every)
+    document = json.loads(answer(every))
+    mapped = sum(1 for g in document["gpus"] for p in g["processes"] if p["kernel"])
+    rounds = int(sys.argv[2])
+    print(json.dumps({"view": view.mode, "mapped": mapped, "unattributed": sum(
+        (g["unattributed"] or {}).get("count", 0) for g in document["gpus"]),
+        "every_ms": _median_ms(lambda: answer(every), rounds),
+        "steady_ms": _median_ms(lambda: answer(steady), rounds)}))
+finally:
+    for shell in shells:
+        shell.kill()
+    subprocess.run(["pkill", "-f", "^sleep 600$"], check=False)
+"""
+
+
+def container_answer_cost(rounds: int = 100, repeats: int = 3) -> dict:
+    """5a: one answer's cost on the host and inside a PID namespace, each in a child of its own, the same run: the
+    three children run in turn ``repeats`` times (this machine's speed drifts within a minute), and each figure is
+    the median of their medians."""
+    namespace = ["unshare", "--pid", "--fork", "--mount-proc"]
+    hostproc = tempfile.mkdtemp(prefix="bench-hostproc-")
+    # A mount namespace of its own first: the host /proc's bind mount goes with the child.
+    with_host_proc = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                      'mount --bind /proc "$0" && exec "$@"', hostproc, *namespace]
+    runs: dict[str, list[dict]] = {"host": [], "namespace": [], "host_proc": []}
+    for _ in range(repeats):
+        for label, prefix in (("host", []), ("namespace", namespace), ("host_proc", with_host_proc)):
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+            if label == "host_proc":
+                env["TFGPU_HOST_PROC"] = hostproc
+            done = subprocess.run([*prefix, sys.executable, "-c", _CONTAINER_CHILD, str(Path(__file__).parent),
+                                   str(rounds)], capture_output=True, text=True, env=env, timeout=900)
+            if done.returncode != 0:
+                raise RuntimeError(f"the {label} child failed:\n{done.stderr[-3000:]}")
+            runs[label].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    os.rmdir(hostproc)
+    out: dict = {}
+    for label, results in runs.items():
+        out[label] = {**results[-1], "every_ms": statistics.median(r["every_ms"] for r in results),
+                      "steady_ms": statistics.median(r["steady_ms"] for r in results),
+                      "runs": [(round(r["every_ms"], 2), round(r["steady_ms"], 2)) for r in results]}
+    for label in ("namespace", "host_proc"):
+        out[f"{label}_every"] = out[label]["every_ms"] / out["host"]["every_ms"]
+        out[f"{label}_steady"] = out[label]["steady_ms"] / out["host"]["steady_ms"]
+    return out
+
+
+def _serial_ms(server, path: str, rounds: int) -> float:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    headers = {"Authorization": f"token {server.token}"}
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        connection.request("GET", path, headers=headers)
+        answer = connection.getresponse()
+        answer.read()
+        times.append(time.perf_counter() - start)
+        assert answer.status == 200, answer.status
+    connection.close()
+    return statistics.median(times) * 1000
+
+
+def serial_answers(rounds: int = 300, kernels: int = 50) -> dict:
+    """5b: a real server on the host and in a PID namespace, 50 kernels with live children: one gpus answer against
+    one /api/status answer, serial."""
+    from container import ContainerServer
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="bench-container-") as tmp:
+        lib = build_fake_nvml(tmp)
+        config_path = Path(tmp) / "fake_nvml.cfg"
+        write_config(config_path, n_gpus(GPUS, 1))
+        for label, isolate, host_proc in (("host", False, False), ("namespace", True, False),
+                                          ("host_proc", True, True)):
+            with ContainerServer(fake_env(lib.parent, config_path, base={}), isolate=isolate, start_timeout=180,
+                                 host_proc=host_proc,
+                                 args=["--TfgpuServer.snapshot_max_age=0", "--TfgpuServer.history_interval=0"]
+                                 ) as server:
+                ids = [server.start_kernel(f"notebook-{k}.ipynb") for k in range(kernels)]
+                local, children, died = {}, [], 0
+                for kernel in ids:
+                    pid = server.local_pid(kernel, timeout=300)
+                    code = ("import subprocess\nkids = [subprocess.Popen(['sleep', '600']) for _ in range(3)]\n"
+                            "print(' '.join(str(k.pid) for k in kids))")
+                    try:
+                        children += [int(p) for p in server.execute(kernel, code).split()]
+                    except RuntimeError:  # a kernel that died at start (a port taken meanwhile): counted, left out
+                        died += 1
+                        continue
+                    local[kernel] = pid
+                host = {pid: server.host_pid(pid) if isolate else pid for pid in [*local.values(), *children]}
+                reports = server.runtime / "tfgpu-kernels"
+                reports.mkdir(mode=0o700, exist_ok=True)
+                for kernel, pid in local.items():  # what each kernel's handshake would have written
+                    (reports / f"{kernel}.json").write_text(json.dumps({
+                        "schema": 1, "kernel_id": kernel, "pid": pid, "notebook": None, "host_pid": host[pid],
+                        "how": "handshake", "note": "", "gpus": [], "tf_memory": {}, "written_at": 0.0}))
+                listed = [host[p] for p in [*local.values(), *children]] + [1, *(3900000 + i for i in range(112))]
+                config = n_gpus(GPUS, 64)
+                for g, gpu in enumerate(config["gpus"]):
+                    gpu["processes"] = [{"pid": pid, "used": 256 * MIB} for pid in listed[g * 64:(g + 1) * 64]]
+                write_config(config_path, config)
+                time.sleep(1.5)
+                document = server.gpus()
+                mapped = sum(1 for g in document["gpus"] for p in g["processes"] if p["kernel"])
+                status = _serial_ms(server, "/api/status", rounds)
+                gpus = _serial_ms(server, "/tfgpu/api/gpus", rounds)
+                out[label] = {"status_ms": status, "gpus_ms": gpus, "ratio": gpus / status, "mapped": mapped,
+                              "kernels": len(local), "died_at_start": died,
+                              "unattributed": sum((g["unattributed"] or {}).get("count", 0)
+                                                  for g in document["gpus"]),
+                              "processes": sum(len(g["processes"]) for g in document["gpus"])}
+                subprocess.run(["pkill", "-f", "^sleep 600$"], check=False)
+    for label in ("namespace", "host_proc"):
+        out[f"{label}_vs_host"] = out[label]["gpus_ms"] / out["host"]["gpus_ms"]
+    return out
+
+
+def report_container(a: dict, b: dict) -> None:
+    print("| one answer, 8 GPUs x 64 processes, 50 kernels | host (baseline) | PID namespace, no host view | "
+          "PID namespace, host /proc |")
+    print("|---|---:|---:|---:|")
+    for key, words in (("every", "reports read every answer (worst case)"),
+                       ("steady", "reports read at most once a second (the server)")):
+        print(f"| {words} | {a['host'][key + '_ms']:.2f} ms | {a['namespace'][key + '_ms']:.2f} ms "
+              f"({a['namespace_' + key]:.0%}) | {a['host_proc'][key + '_ms']:.2f} ms ({a['host_proc_' + key]:.0%}) |")
+    print(f"\n(kernel rows matched: host {a['host']['mapped']}; no host view {a['namespace']['mapped']} through "
+          f"reports, {a['namespace']['unattributed']} unattributed; host /proc {a['host_proc']['mapped']})\n")
+    print("| real server, 50 kernels with 3 children each, 8 x 64 | `/api/status` | `/tfgpu/api/gpus` "
+          "| gpus / status | gpus vs the host's |")
+    print("|---|---:|---:|---:|---:|")
+    for label in ("host", "namespace", "host_proc"):
+        r = b[label]
+        versus = "1" if label == "host" else f"{b[label + '_vs_host']:.0%}"
+        print(f"| {label} ({r['mapped']} rows matched, {r['unattributed']} unattributed) | {r['status_ms']:.2f} ms | "
+              f"{r['gpus_ms']:.2f} ms | {r['ratio']:.1f}x | {versus} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=30.0, help="load per endpoint (30)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    parser.add_argument("--only-container", action="store_true", help="part 5 only (root: unshare --pid)")
     args = parser.parse_args(argv)
+    if args.only_container:
+        results = {"container_answer": container_answer_cost(), "container_serial": serial_answers()}
+        report_container(results["container_answer"], results["container_serial"])
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     results = {"load": [run(args.seconds), run(args.seconds, max_age=0.0),
                         run(args.seconds, max_age=0.0, procs=64, kernels=50),
                         run(args.seconds, max_age=0.0, procs=64, kernels=50, scrapers=5)]}
@@ -345,6 +575,10 @@ def main(argv: list[str] | None = None) -> int:
     results["history"] = h = history_memory()
     print(f"history: {h['per_sample']:.0f} B per sample of {h['gpus']} GPUs; an hour at 2 s ({h['samples']} samples) "
           f"{h['bytes'] / 1024:.0f} KiB")
+    if os.geteuid() == 0:
+        results["container_answer"] = container_answer_cost()
+        results["container_serial"] = serial_answers()
+        report_container(results["container_answer"], results["container_serial"])
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(r["endpoint"]["errors"] == 0 for r in results["load"]) else 1

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 
 import pytest
+from container import unshare_available
 from fakenvml import MIB, fake_env, mig_gpu, write_config
 from labsession import SIDEBAR, SIDEBAR_TAB, Lab, keep_screenshot, require_browser, set_theme
 
@@ -24,13 +23,6 @@ UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc"]
 FOREIGN = (3999901, 3999902)  # host PIDs: no process has them here, inside or out
 LINE = "12,288 MiB held by 2 processes this server cannot attribute: its PID namespace differs from the driver's"
 MIG_LINE = "500 MiB held by 1 process this server cannot attribute: its PID namespace differs from the driver's"
-
-
-def unshare_available() -> str | None:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        return "needs root and unshare(1): CI runs as root"
-    probe = subprocess.run([*UNSHARE, "true"], capture_output=True, timeout=30)
-    return None if probe.returncode == 0 else f"unshare --pid fails here: {probe.stderr.decode(errors='replace')}"
 
 
 def container_config() -> dict:

@@ -55,8 +55,9 @@ def nspid(pid: int | str, proc: str = "/proc") -> list[int]:
 
 class ContainerServer:
     def __init__(self, extra_env: dict[str, str], *, host_proc: bool = False, args: list[str] | None = None,
-                 start_timeout: float = 90):
+                 start_timeout: float = 90, isolate: bool = True):
         self.extra_env = dict(extra_env)
+        self.isolate = isolate  # False: the same server in the host's namespace (a benchmark's baseline)
         self.host_proc = host_proc
         self.args = list(args or [])
         self.start_timeout = start_timeout
@@ -107,7 +108,7 @@ class ContainerServer:
             command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                        'mount --bind /proc "$0" && exec "$@"', str(hostproc), *inner]
         else:
-            command = inner
+            command = inner if self.isolate else server
         with open(self.tmp / "server.log", "wb") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
@@ -124,7 +125,7 @@ class ContainerServer:
                 raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.log_tail()}")
             with contextlib.suppress(OSError, ValueError):
                 if self.api("GET", "/api/status") is not None:
-                    self.namespace = self._namespace()
+                    self.namespace = self._namespace() if self.isolate else os.stat("/proc/self/ns/pid").st_ino
                     return
             time.sleep(0.3)
         raise RuntimeError(f"the server did not answer within {self.start_timeout:.0f} s:\n{self.log_tail()}")

@@ -23,7 +23,7 @@ import sys
 import threading
 from typing import Any
 
-from . import pidns, reports
+from . import pidns
 
 MIB = 1 << 20
 _lock = threading.Lock()
@@ -33,9 +33,12 @@ _state: dict[str, Any] = {"installed": False, "learned": None, "reporter": None}
 def install() -> bool:
     """Watch TensorFlow's runtime start where NVML's PIDs are not this namespace's, in a Jupyter kernel. True when
     watching (or when the runtime had started already: then the report says the host PID cannot be learned)."""
-    view = pidns.view()
+    if _state["installed"] or pidns.view().comparable:  # the host: one stat, nothing more is loaded
+        return False
+    from . import reports
+
     kernel = reports.kernel_id()
-    if view.comparable or kernel is None or _state["installed"]:
+    if kernel is None:
         return False
     _state["installed"] = True
     _state["kernel"] = kernel
@@ -183,6 +186,8 @@ def report_values(state: dict[str, Any]) -> dict[str, Any]:
 
 def start_report() -> None:
     """Write the report now, then let the live model's refresher keep it."""
+    from . import reports
+
     kernel = _state.get("kernel") or reports.kernel_id()
     if kernel is None or _state["reporter"] is not None:
         return

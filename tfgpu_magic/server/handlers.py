@@ -208,9 +208,10 @@ def _server_user() -> str | None:
 def _checked_reports(reader: ReportReader, reading: dict[str, Any], kernels: list[dict[str, Any]]
                      ) -> dict[str, dict[str, Any]] | None:
     """The reports of this server's kernels, each checked against the kernel's PID, where NVML's PIDs are not this
-    server's numbers (a container); on the host none are read: a PID says it all there."""
+    server's numbers and no host /proc maps them (a container with no host view); on the host, or through a host
+    /proc, none are read: a PID says it all there."""
     pids = reading.get("pids")
-    if not pids or pids.get("comparable", True):
+    if not pids or pids.get("view") != "none":
         return None
     found = reader.reports()
     return {k["id"]: found[k["id"]].summary() for k in kernels
