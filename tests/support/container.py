@@ -15,19 +15,16 @@ the host /proc to find a kernel's host PID (``NSpid``), which is what the test m
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import secrets
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-from labsession import _NOT_A_USERS_ENV, free_port
+from labsession import Lab
+
+NAMESPACE = ["unshare", "--pid", "--fork", "--mount-proc"]
 
 
 def unshare_available() -> str | None:
@@ -36,7 +33,7 @@ def unshare_available() -> str | None:
         return "needs root (unshare --pid): CI runs as root"
     if shutil.which("unshare") is None:
         return "needs unshare (util-linux)"
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=30)
+    probe = subprocess.run([*NAMESPACE, "true"], capture_output=True, timeout=30)
     if probe.returncode != 0:
         return f"unshare --pid fails here: {probe.stderr.decode(errors='replace').strip()}"
     return None
@@ -53,82 +50,42 @@ def nspid(pid: int | str, proc: str = "/proc") -> list[int]:
     return []
 
 
-class ContainerServer:
+class ContainerServer(Lab):
+    """A Lab (tests/support/labsession.py) started under ``unshare --pid``; ``isolate`` False: the same on the host
+    (a benchmark's baseline). ``process`` is the outermost command's process, ``namespace`` the server's PID
+    namespace inode as this (host) process sees it."""
+
     def __init__(self, extra_env: dict[str, str], *, host_proc: bool = False, args: list[str] | None = None,
                  start_timeout: float = 90, isolate: bool = True):
-        self.extra_env = dict(extra_env)
-        self.isolate = isolate  # False: the same server in the host's namespace (a benchmark's baseline)
-        self.host_proc = host_proc
-        self.args = list(args or [])
-        self.start_timeout = start_timeout
-        self.token = secrets.token_hex(16)
-        self.port = 0
-        self.tmp: Path | None = None
-        self.process: subprocess.Popen | None = None
-        self.namespace: int | None = None  # the server's PID namespace inode, as this (host) process sees it
-
-    def __enter__(self) -> ContainerServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.isolate = isolate
+        self.hostproc = Path(tempfile.mkdtemp(prefix="tfgpu-hostproc-")) if host_proc else None
+        prefix = NAMESPACE if isolate else []
+        args = list(args or [])
+        if self.hostproc is not None:
+            # A mount namespace of its own first: the bind mount is the server's, and goes with it.
+            prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                      'mount --bind /proc "$0" && exec "$@"', str(self.hostproc), *NAMESPACE]
+            args.append(f"--TfgpuServer.host_proc={self.hostproc}")
+        super().__init__(extra_env, start_timeout=start_timeout, extra_args=args, prefix=prefix)
+        self.namespace: int | None = None
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def process(self) -> subprocess.Popen | None:
+        return self.server
 
     @property
     def runtime(self) -> Path:
         return self.tmp / "runtime"
 
-    @property
-    def root(self) -> Path:
-        return self.tmp / "root"
-
-    def start(self) -> None:
-        self.tmp = Path(tempfile.mkdtemp(prefix="tfgpu-container-"))
-        for name in ("config", "data", "runtime", "ipython", "root", "hostproc"):
-            (self.tmp / name).mkdir()
-        env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS_ENV}
-        env.pop("PYTHONPATH", None)
-        env.update(JUPYTER_CONFIG_DIR=str(self.tmp / "config"), JUPYTER_DATA_DIR=str(self.tmp / "data"),
-                   JUPYTER_RUNTIME_DIR=str(self.runtime), IPYTHONDIR=str(self.tmp / "ipython"))
-        env.update(self.extra_env)
-        self.port = free_port()
-        server = [sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-                  f"--ServerApp.port={self.port}", f"--IdentityProvider.token={self.token}",
-                  f"--ServerApp.root_dir={self.root}", *self.args]
-        inner = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *server]
-        if self.host_proc:
-            hostproc = self.tmp / "hostproc"
-            server.append(f"--TfgpuServer.host_proc={hostproc}")
-            inner = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", *server]
-            # A mount namespace of its own first: the bind mount is the server's, and goes with it.
-            command = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                       'mount --bind /proc "$0" && exec "$@"', str(hostproc), *inner]
-        else:
-            command = inner if self.isolate else server
-        with open(self.tmp / "server.log", "wb") as log:
-            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-        try:
-            self._wait_until_up()
-        except BaseException:
-            self.stop()
-            raise
-
     def _wait_until_up(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the server exited ({self.process.returncode}):\n{self.log_tail()}")
-            with contextlib.suppress(OSError, ValueError):
-                if self.api("GET", "/api/status") is not None:
-                    self.namespace = self._namespace() if self.isolate else os.stat("/proc/self/ns/pid").st_ino
-                    return
-            time.sleep(0.3)
-        raise RuntimeError(f"the server did not answer within {self.start_timeout:.0f} s:\n{self.log_tail()}")
+        super()._wait_until_up()
+        self.namespace = self._namespace() if self.isolate else os.stat("/proc/self/ns/pid").st_ino
+
+    def stop(self) -> None:
+        super().stop()
+        if self.hostproc is not None:
+            with contextlib.suppress(OSError):
+                self.hostproc.rmdir()  # empty here: the bind mount was the server's mount namespace's
 
     def _namespace(self) -> int:
         """The inode of the namespace whose PID 1 is the server (the first process with a second NSpid of 1)."""
@@ -167,34 +124,6 @@ class ContainerServer:
                     if os.stat(f"/proc/{entry}/ns/pid").st_ino == self.namespace:
                         return numbers[0]
         raise AssertionError(f"no process {local_pid} in the server's namespace")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            # unshare blocks SIGTERM: the group's, the server's included (it shuts its kernels down); when PID 1
-            # ends, every process of the namespace goes with it.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        if self.tmp is not None:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            self.tmp = None
-
-    def log_tail(self, chars: int = 4000) -> str:
-        with contextlib.suppress(OSError, TypeError):
-            return (self.tmp / "server.log").read_text(errors="replace")[-chars:]
-        return "(no server log)"
-
-    def api(self, method: str, path: str, body: dict | None = None):
-        request = urllib.request.Request(f"{self.url}{path}", method=method,
-                                         data=None if body is None else json.dumps(body).encode(),
-                                         headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=60) as answer:
-            return json.loads(answer.read() or b"null")
 
     def gpus(self) -> dict:
         return self.api("GET", "/tfgpu/api/gpus")
