@@ -37,7 +37,7 @@ SCHEMA = 1
 MAX_BYTES = 16 * 1024  # a report is a few hundred bytes; a longer file is no report of ours
 WRITE_EVERY_S = 1.0  # at most one write a second, and only when a value changed
 _KERNEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-HOW = ("same_namespace", "host_proc", "handshake")
+HOW = ("host_proc", "handshake")  # how a host PID was learned: read in a host /proc, or by the handshake
 
 
 def folder() -> Path:
