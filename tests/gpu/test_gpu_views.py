@@ -32,7 +32,7 @@ def test_cli_devices_json_reports_every_field_of_three_gpus(fake_nvml):
     config = fake_nvml.write(three_gpus()) and three_gpus()
     data = json.loads(cli(fake_nvml, "devices", "--json").stdout)
     assert data["nvml"] == {"available": True, "error": None, "driver_version": "550.54.15",
-                            "cuda_driver_version": "12.4"}
+                            "cuda_driver_version": "12.4", "pids": None}  # None: the host's PIDs
     names = [g["name"] for g in data["gpus"]]
     assert names == [g["name"] for g in config["gpus"]]
     fields = {"index", "name", "uuid", "pci_bus_id", "memory_total_mib", "memory_used_mib", "memory_free_mib",

@@ -152,7 +152,7 @@ def test_cli_devices_json_has_the_documented_shape():
     assert data["tensorflow"]["state"] == "enumerated"
     assert {"name": "CPU:0", "device_type": "CPU", "kind": "physical", "physical_index": None} in \
         data["tensorflow"]["physical_devices"]
-    assert set(data["nvml"]) == {"available", "error", "driver_version", "cuda_driver_version"}
+    assert set(data["nvml"]) == {"available", "error", "driver_version", "cuda_driver_version", "pids"}
 
 
 def test_a_cpu_only_tensorflow_beside_gpus_says_why_in_every_view(fake_nvml):
