@@ -339,7 +339,7 @@ from bench_sidebar_api import _children, _median_ms
 from tfgpu_magic.core import pidns
 from tfgpu_magic.core.reports import Report, ReportReader
 from tfgpu_magic.server.feed import encode
-from tfgpu_magic.server.gpus import ParentCache, gpu_document
+from tfgpu_magic.server.gpus import ParentCache, checked_reports, gpu_document
 
 view = pidns.view()
 shells = [subprocess.Popen(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9; do sleep 600 & done; wait"]) for _ in range(50)]
@@ -395,11 +395,7 @@ try:
 
     def answer(reader):
         snap = reading()
-        checked = None
-        if view.mode == "none":  # as the server: through a host /proc every PID maps, no report is needed
-            found = reader.reports()
-            checked = {k["id"]: found[k["id"]].summary() for k in kernels
-                       if k["id"] in found and reader.check(k["id"], found[k["id"]], k["pid"])}
+        checked = checked_reports(reader, snap, kernels)  # as the server: no report read through a host /proc
         return encode(gpu_document(snap, kernels, user="ann", parent_of=parents, reports=checked))
 
     every = ReportReader(__import__("pathlib").Path(reports_dir), max_age=0)

@@ -35,7 +35,7 @@ def test_in_another_namespace_no_number_is_read_as_a_local_process():
     assert view.identify(os.getpid()) == Identity(None, None, None)  # our own number means nothing to NVML
     assert view.identify(1) == Identity(None, None, None)
     assert view.self_host_pid() is None
-    view.learn_self(424242, "handshake")
+    view.learn_self(424242)
     assert view.self_host_pid() == 424242
     assert view.identify(424242).local_pid == os.getpid()
 

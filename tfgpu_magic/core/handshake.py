@@ -73,7 +73,7 @@ def _patch(tf: Any) -> None:
         for (cls, name), original in originals.items():
             setattr(cls, name, original)
 
-    def watched(cls: type, name: str, original: Any) -> Any:
+    def watched(original: Any) -> Any:
         def first_devices(self, *args, **kwargs):
             if getattr(self, "_initialized", False) or _state["learned"] is not None:
                 return original(self, *args, **kwargs)
@@ -91,7 +91,7 @@ def _patch(tf: Any) -> None:
         return first_devices
 
     for (cls, name), original in originals.items():
-        setattr(cls, name, watched(cls, name, original))
+        setattr(cls, name, watched(original))
 
 
 def _without_window(why: str) -> tuple[int | None, str | None, str]:
@@ -156,7 +156,7 @@ def _learned(host_pid: int | None, how: str | None, note: str) -> None:
     """Keep what the window said, tell the PID view, and start keeping the report."""
     _state["learned"] = (host_pid, how, note)
     if host_pid is not None and how == "handshake":
-        pidns.view().learn_self(host_pid, how)
+        pidns.view().learn_self(host_pid)
     start_report()
 
 
@@ -196,11 +196,8 @@ def start_report() -> None:
     atexit.register(reporter.remove)
     from .live import default_model
 
-    def keep(state: dict[str, Any]) -> None:
-        reporter.update(report_values(state))
-        reporter.flush()
-
-    default_model().watch(keep)
+    # Every pass: a change kept back within the last second is written by the first pass after it.
+    default_model().watch(lambda state: reporter.update(report_values(state)))
 
 
 __all__ = ["install", "learned", "report_values", "start_report"]

@@ -155,15 +155,7 @@ class LiveModel:
         nvml.load_binding()
         with self._lock:
             self._watchers.append(watcher)
-            self._stop.clear()
-            if self._thread is not None:
-                self._wake.set()
-                return
-            self._thread = threading.Thread(target=self._run, name="tfgpu-live", daemon=True)
-            self._thread.start()
-            if not self._atexit:
-                atexit.register(self.stop)
-                self._atexit = True
+        self._start()
 
     @property
     def subscribers(self) -> int:
@@ -194,7 +186,7 @@ class LiveModel:
     # -- the refresher ----------------------------------------------------------------------------------------
     def _start(self) -> None:
         with self._lock:
-            if not self._subscribers:
+            if not self._subscribers and not self._watchers:
                 return
             self._stop.clear()
             if self._thread is not None:  # still there (maybe stuck in the driver): it goes on, no second one

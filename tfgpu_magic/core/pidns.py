@@ -88,7 +88,6 @@ class PidView:
         self.inode = namespace_inode(proc)
         self.host_proc: Path | None = None
         self.learned_self: int | None = None  # this process's host PID, from the handshake (mode none)
-        self.learned_how = ""
         self._lock = threading.Lock()
         self._cache: dict[int, tuple[float, tuple | None, Identity]] = {}
         self._users: dict[int, str | None] = {}
@@ -136,8 +135,8 @@ class PidView:
             return numbers[0] if numbers else None
         return self.learned_self
 
-    def learn_self(self, host_pid: int, how: str) -> None:
-        self.learned_self, self.learned_how = host_pid, how
+    def learn_self(self, host_pid: int) -> None:
+        self.learned_self = host_pid
         with self._lock:
             self._cache.pop(host_pid, None)
 

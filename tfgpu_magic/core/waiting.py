@@ -269,14 +269,9 @@ def gpu_key(gpu) -> str:
 _reports_reader = None
 
 
-def _host_pids() -> dict[int, int] | None:
-    """Local PID -> host PID, from the kernels' reports, where NVML's PIDs are not this namespace's; None on the host
-    (a claim's PID is NVML's number there)."""
+def _host_pids() -> dict[int, int]:
+    """Local PID -> host PID, from the kernels' reports (a container: NVML's PIDs are the host's)."""
     global _reports_reader
-    from . import pidns
-
-    if pidns.view().comparable:
-        return None
     if _reports_reader is None:
         from .reports import ReportReader
 
@@ -293,13 +288,16 @@ def live_claims(claims: Claims, snap) -> dict[str, Claim]:
     devices = {gpu_key(g): g for g in snap.gpus}
     devices.update({m.uuid: m for _, m in snap.mig_devices() if isinstance(m.uuid, str)})
     out = {}
-    host_pids = None
+    host_pids: dict[int, int] | None = None  # read once, and only in a container (snap.pids set)
     for key, claim in claims.others(devices).items():
         if claim.pid == os.getpid():  # another controller of this same process (a test's): the same kernel
             continue
-        if host_pids is None:
-            host_pids = (_host_pids() or {}) if snap.pids is not None else {}
-        listed_as = host_pids.get(claim.pid) if snap.pids is not None else claim.pid
+        if snap.pids is None:
+            listed_as: int | None = claim.pid  # the host: a claim's PID is NVML's number
+        else:
+            if host_pids is None:
+                host_pids = _host_pids()
+            listed_as = host_pids.get(claim.pid)
         procs = devices[key].processes if isinstance(devices[key].processes, tuple) else ()
         if listed_as is None or not any(p.pid == listed_as for p in procs):
             out[key] = claim

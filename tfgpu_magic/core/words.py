@@ -96,7 +96,6 @@ def to_dict() -> dict[str, Any]:
 UNATTRIBUTED_WHY: dict[str, str] = {
     "none": "its PID namespace differs from the driver's",
     "host_proc": "they are not in this PID namespace and the host /proc does not show them",
-    "host": "they are not in this server's /proc (ended, or hidden by hidepid)",
 }
 
 

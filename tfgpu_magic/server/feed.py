@@ -26,6 +26,7 @@ from typing import Any
 from ..core import words
 from ..core.settings import wire_words
 from ..core.version import GPUS_SCHEMA as SCHEMA
+from .gpus import HOST_PIDS
 from .history import History
 
 
@@ -64,7 +65,7 @@ def failure_document(why: str, other_users: str) -> dict[str, Any]:
         "schema": SCHEMA, "taken_at": time.time(),
         "nvml": {"available": False, "error": {"unavailable": "error", "detail": why},
                  "driver_version": None, "cuda_driver_version": None},
-        "gpus": [], "kernels": [], "kernel_note": "", "pids": {"comparable": True, "view": "host", "note": ""},
+        "gpus": [], "kernels": [], "kernel_note": "", "pids": dict(HOST_PIDS),
         "other_users": other_users, "stale": None,
         "words": words.to_dict(), "setting_words": wire_words(),
     }

@@ -204,6 +204,19 @@ def gpu_document(
     }
 
 
+def checked_reports(reader: Any, reading: dict[str, Any], kernels: list[dict[str, Any]]
+                    ) -> dict[str, dict[str, Any]] | None:
+    """The reports (``reader``: reports.ReportReader) of these kernels, each checked against the kernel's PID, for
+    ``gpu_document``, where NVML's PIDs are not this server's numbers and no host /proc maps them (a container with
+    no host view); on the host, or through a host /proc, none are read: a PID says it all there."""
+    pids = reading.get("pids")
+    if not pids or pids.get("view") != "none":
+        return None
+    found = reader.reports()
+    return {k["id"]: found[k["id"]].summary() for k in kernels
+            if k["id"] in found and reader.check(k["id"], found[k["id"]], k.get("pid"))}
+
+
 def _with_idle(kernel: dict[str, Any], now: float, report: dict[str, Any] | None = None) -> dict[str, Any]:
     """The kernel with ``idle_s``: seconds since its last activity while idle; None while busy or unknown; and its
     ``report``'s summary, or None."""

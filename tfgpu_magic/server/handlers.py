@@ -29,7 +29,7 @@ from ..core.inputs import shown
 from ..core.reports import ReportReader
 from .culler import IdleGpuCuller
 from .feed import Answer, GpuFeed, encode, failure_document
-from .gpus import ParentCache, gpu_document, only_indices, parse_indices
+from .gpus import ParentCache, checked_reports, gpu_document, only_indices, parse_indices
 from .kernels import kernels_of
 from .metrics import renderer
 from .options import load_options
@@ -205,19 +205,6 @@ def _server_user() -> str | None:
         return None
 
 
-def _checked_reports(reader: ReportReader, reading: dict[str, Any], kernels: list[dict[str, Any]]
-                     ) -> dict[str, dict[str, Any]] | None:
-    """The reports of this server's kernels, each checked against the kernel's PID, where NVML's PIDs are not this
-    server's numbers and no host /proc maps them (a container with no host view); on the host, or through a host
-    /proc, none are read: a PID says it all there."""
-    pids = reading.get("pids")
-    if not pids or pids.get("view") != "none":
-        return None
-    found = reader.reports()
-    return {k["id"]: found[k["id"]].summary() for k in kernels
-            if k["id"] in found and reader.check(k["id"], found[k["id"]], k.get("pid"))}
-
-
 # Every handler the extension serves: tests check each one refuses an unauthenticated request.
 HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
     ("gpus", GpusHandler), ("metrics", MetricsHandler), ("consent", ConsentHandler))
@@ -242,7 +229,7 @@ class Extension:
 
         def build(reading: dict[str, Any], kernel_list: list[dict[str, Any]]) -> dict[str, Any]:
             return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own,
-                                parent_of=parents, reports=_checked_reports(reader, reading, kernel_list))
+                                parent_of=parents, reports=checked_reports(reader, reading, kernel_list))
 
         self.options = options
         self.feed = GpuFeed(options.snapshot_max_age, kernels, build, stale_after=options.stale_after,

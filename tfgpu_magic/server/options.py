@@ -9,6 +9,7 @@ from typing import Any
 from traitlets import Bool, Enum, Float, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
+from ..core.pidns import HOST_PROC_ENV
 from .gpus import OWN_PROCESSES
 
 # Each number option's range: (lowest, highest, whether 0 means off). Finite always: inf stopped the sampler
@@ -91,7 +92,7 @@ class TfgpuServer(Configurable):
 
     @default("host_proc")
     def _host_proc_default(self) -> str:
-        return os.environ.get("TFGPU_HOST_PROC", "")
+        return os.environ.get(HOST_PROC_ENV, "")
 
     @validate(*RANGES)
     def _in_range(self, proposal: dict[str, Any]) -> float:
