@@ -65,19 +65,25 @@ class GpuProcess:
     local_pid: int | None = None
 
 
+def placeable(process: Any) -> bool:
+    """Whether a process (a GpuProcess, or its dict) can be placed in a PID namespace not the driver's: it is this
+    process itself, or a host view names it."""
+    get = process.get if isinstance(process, dict) else lambda k: getattr(process, k, None)
+    return bool(get("is_self")) or get("name") is not None or get("user") is not None
+
+
 def unattributed(processes: Any, pids: dict | None) -> tuple[int, int | None] | None:
-    """(count, MiB or None) of the processes this process cannot place, in a PID namespace not the driver's
-    (``pids``: NvmlSnapshot.pids): neither this process itself nor any process a host view names. None when there
-    are none, or on the host (every PID is ours to look at there)."""
+    """(count, MiB or None) of the processes this process cannot place (not ``placeable``), in a PID namespace not
+    the driver's (``pids``: NvmlSnapshot.pids). None when there are none, or on the host (every PID is ours to look
+    at there)."""
     if pids is None or pids.get("comparable", True) or not isinstance(processes, (tuple, list)):
         return None
     count, used = 0, 0
     for p in processes:
-        get = p.get if isinstance(p, dict) else lambda k, p=p: getattr(p, k, None)
-        if get("is_self") or get("name") is not None or get("user") is not None:
+        if placeable(p):
             continue
         count += 1
-        mib = get("used_mib")
+        mib = p.get("used_mib") if isinstance(p, dict) else getattr(p, "used_mib", None)
         used = None if used is None or not isinstance(mib, int) else used + mib
     return (count, used) if count else None
 

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import words
-from ..core.nvml_values import unattributed
-from .text import memoryfigure, placement_sentences, sentence, text_table
+from .text import memoryfigure, placement_sentences, sentence, text_table, unattributed_sentence
 from .views import (
     ALERT,
     FONT,
@@ -84,15 +83,6 @@ def _name(value: Any) -> str:
 
 def _num(value: Any) -> int | float | None:
     return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _unattributed(device: dict, pids: dict | None) -> str:
-    """The memory of a GPU's or MIG device's processes this kernel cannot place (a container: NVML's PIDs are the
-    host's), as the one sentence every view says; "" on the host or where there is none."""
-    found = unattributed(device.get("processes"), pids)
-    if found is None:
-        return ""
-    return words.unattributed_line(*found, "this kernel", (pids or {}).get("view") or "none")
 
 
 # -- header: TensorFlow and the settings ---------------------------------------------------------------------
@@ -197,7 +187,8 @@ def memory_html(gpus: dict, memory: dict) -> str:
             lines.append("not given to this kernel (see `%tfgpu devices`): CUDA_VISIBLE_DEVICES at its start left "
                          "it out")
         migs = gpu.get("mig_devices") or ()
-        said = "" if migs else _unattributed(gpu, pids)  # in MIG mode each device says its own part
+        # In MIG mode each device says its own part.
+        said = "" if migs else unattributed_sentence(gpu.get("processes"), pids)
         if said:
             lines.append(said)
         parts.append(title(label) + _bar(used, mine, total) + "".join(paragraph(line) for line in lines))
@@ -231,7 +222,7 @@ def _mig_html(gpu: dict, mig: dict, pids: dict | None = None) -> str:
              "utilization and temperature: not reported per MIG device (the parent's are the whole GPU's)"]
     if mig.get("given") is False:
         lines.append("not given to this kernel (see `%tfgpu devices`)")
-    said = _unattributed(mig, pids)
+    said = unattributed_sentence(mig.get("processes"), pids)
     if said:
         lines.append(said)
     return (f"<div style='margin-left:18px'>{title(label)}{_bar(used, mine or None, total)}"

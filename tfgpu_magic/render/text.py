@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import words
 from ..core.inputs import printable
 from ..core.nvml import Unavailable
-from ..core.nvml_values import unattributed
+from ..core.nvml_values import placeable, unattributed
 from ..core.runtime import TFState
 
 if TYPE_CHECKING:  # types only: importing the snapshot would load the controller
@@ -240,7 +240,7 @@ def placed(procs, pids: dict | None):
     counts the same ones). On the host: every process."""
     if pids is None or pids.get("comparable", True) or not isinstance(procs, tuple):
         return procs
-    return tuple(p for p in procs if p.is_self or p.name is not None or p.user is not None)
+    return tuple(p for p in procs if placeable(p))
 
 
 def process_types_sentence(snap: Snapshot) -> str:
