@@ -113,6 +113,16 @@ def test_a_report_is_written_when_a_value_changes_at_most_once_a_second(tmp_path
     assert not reporter.path.exists()
 
 
+def test_removing_leaves_a_planted_link_alone_without_raising(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir(mode=0o700)
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    (folder / "k1.json").symlink_to(target)
+    Reporter("k1", folder).remove()  # at the kernel's exit: no traceback
+    assert (folder / "k1.json").is_symlink() and target.read_text() == "keep me"
+
+
 def test_a_kernel_id_comes_from_the_connection_file():
     assert reports.kernel_id(["ipykernel_launcher", "-f", "/run/kernel-4f2c8a1e-77.json"]) == "4f2c8a1e-77"
     assert reports.kernel_id(["python", "script.py"]) is None

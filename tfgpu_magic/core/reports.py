@@ -145,8 +145,10 @@ class Reporter:
 
     def remove(self) -> None:
         """The kernel is going: its report with it (a kill leaves it for the server to remove)."""
-        with contextlib.suppress(OSError):
-            fd = open_private(self.path, os.O_RDONLY)  # only a file of ours, never a link planted there
+        # Gone already, or something that is no file of ours (a link planted there): left alone, and no traceback at
+        # the kernel's exit.
+        with contextlib.suppress(OSError, PrivateFileError):
+            fd = open_private(self.path, os.O_RDONLY)
             os.close(fd)
             os.unlink(self.path)
 
