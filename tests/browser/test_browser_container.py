@@ -15,7 +15,7 @@ import re
 import pytest
 from container import unshare_available
 from fakenvml import MIB, fake_env, mig_gpu, write_config
-from labsession import SIDEBAR, SIDEBAR_TAB, Lab, keep_screenshot, require_browser, set_theme
+from labsession import SIDEBAR, SIDEBAR_TAB, Lab, keep_screenshot, require_browser, set_theme, watched_page
 
 pytestmark = pytest.mark.browser
 
@@ -52,12 +52,8 @@ def container_lab(fake_nvml_lib, tmp_path_factory):
 
 @pytest.fixture
 def page(container_lab):
-    with container_lab.browser_page(width=1400, height=1000) as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page(container_lab) as page:
         yield page
-        assert not [e for e in errors if "tfgpu" in e.lower()], errors
-    print(f"--- jupyter lab log (tail) ---\n{container_lab.log_tail()}")
 
 
 def test_the_server_is_in_a_pid_namespace_of_its_own(container_lab):

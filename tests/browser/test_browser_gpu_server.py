@@ -33,6 +33,7 @@ from labsession import (
     open_notebook,
     require_browser,
     set_theme,
+    watched_page,
     write_notebook,
 )
 
@@ -87,12 +88,8 @@ def gpu_lab(fake_nvml_lib, tmp_path_factory):
 
 @pytest.fixture
 def page(gpu_lab):
-    with gpu_lab.lab.browser_page(width=1400, height=1000) as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page(gpu_lab.lab) as page:
         yield page
-        assert not [e for e in errors if "tfgpu" in e.lower()], errors
-    print(f"--- jupyter lab log (tail) ---\n{gpu_lab.lab.log_tail()}")
 
 
 def wait_for_app(page):

@@ -220,6 +220,18 @@ class Lab:
                 browser.close()
 
 
+@contextlib.contextmanager
+def watched_page(lab: Lab, width: int = 1400, height: int = 1000) -> Iterator:
+    """``lab.browser_page``, failing the test if the page raised an error that names tfgpu, and printing the server
+    log's tail when done (pytest shows it with a failure)."""
+    with lab.browser_page(width=width, height=height) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        yield page
+        assert not [e for e in errors if "tfgpu" in e.lower()], errors
+    print(f"--- jupyter lab log (tail) ---\n{lab.log_tail()}")
+
+
 def open_new_notebook(page, timeout: float = 60_000) -> None:
     """A new Python notebook from the launcher, once its kernel is idle."""
     from playwright.sync_api import expect
