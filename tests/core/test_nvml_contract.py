@@ -61,7 +61,7 @@ def test_processes_name_user_and_self(fake_nvml):
 
     ghost = by_pid[3999902]  # a host pid this kernel does not know, memory NVML cannot attribute
     assert ghost == {"pid": 3999902, "used_mib": None, "name": None, "user": None, "is_self": False, "type": "C",
-                     "local_pid": 3999902}  # on the host NVML's numbers are ours (pidns)
+                     "local_pid": 3999902, "sm_pct": 0}  # on the host NVML's numbers are ours (pidns); no sample: 0
     assert sum(p["is_self"] for p in by_pid.values()) == 1
 
 

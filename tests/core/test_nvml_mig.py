@@ -518,7 +518,8 @@ def test_fidelity_reference_in_mig_mode(fake_nvml):
         "memory_free_mib": "int", "memory_reserved_mib": "int", "utilization_gpu_pct": "n/a:not_supported",
         "temperature_c": "n/a:not_supported", "processes": "list", "processes[].pid": "int",
         "processes[].used_mib": "int", "processes[].name": "str", "processes[].user": "str",
-        "processes[].is_self": "bool", "processes[].type": "str", "processes[].local_pid": "int"}
+        "processes[].is_self": "bool", "processes[].type": "str", "processes[].local_pid": "int",
+            "processes[].sm_pct": "null"}  # no per-process utilization on a MIG device
     assert signature["gpus[].utilization_gpu_pct"] == "n/a:not_supported"
     # A real run whose own process is on no MIG device: those entries are not compared, not different.
     real = {path: kind for path, kind in signature.items() if not path.startswith(compare.MIG_PROCESS_ENTRY)}

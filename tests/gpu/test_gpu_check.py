@@ -423,7 +423,7 @@ def test_fake_field_signature_is_well_formed__real_comparison_waits_for_a_gpu_ru
     assert {p: signature[p] for p in process_fields} == {
         "gpus[].processes[].pid": "int", "gpus[].processes[].used_mib": "int", "gpus[].processes[].name": "str",
         "gpus[].processes[].user": "str", "gpus[].processes[].is_self": "bool", "gpus[].processes[].type": "str",
-        "gpus[].processes[].local_pid": "int"}
+        "gpus[].processes[].local_pid": "int", "gpus[].processes[].sm_pct": "int"}
     assert signature["driver_version"] == signature["cuda_driver_version"] == "str"
 
 

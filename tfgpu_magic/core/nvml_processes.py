@@ -12,7 +12,13 @@ from typing import Any
 
 from . import pidns
 from .nvml_calls import MIB, NVML_NOT_SUPPORTED, field_error
+
+NVML_NOT_FOUND = 6  # nvmlDeviceGetProcessUtilization: no sample since the timestamp (nothing computed)
 from .nvml_values import GpuProcess, Unavailable, combined_type
+
+# How far back a reading looks in NVML's per-process utilization samples: the idle test's window (the server sets it
+# to its activity interval, so consecutive readings cover all the time between them).
+window_s = 10.0
 
 # The process-list call per list ("Compute", "Graphics"): _v3, or _v2 once the driver lacked _v3 (before R510).
 _process_fns: dict[str, Any] = {}
@@ -53,12 +59,31 @@ def processes(nv: Any, handle: Any, self_pid: int | None) -> tuple[GpuProcess, .
                                combined_type(seen[1], listed))
     now = time.monotonic()
     view = pidns.view()
+    busy = utilization(nv, handle) if merged else {}
     result = []
     for pid, (used, kind) in merged.items():
         who = view.identify(pid, now)
         result.append(GpuProcess(pid, None if used is None else used // MIB, who.name, who.user, pid == self_pid, kind,
-                                 who.local_pid))
+                                 who.local_pid, None if busy is None else busy.get(pid, 0)))
     return tuple(result)
+
+
+def utilization(nv: Any, handle: Any, window: float | None = None) -> dict[int, int] | None:
+    """{pid: highest SM utilization %} over NVML's samples of the last ``window`` seconds (``window_s``); a process
+    with no sample computed nothing. None where the device gives no per-process figure (MIG, older GPUs, vGPU) or
+    the call fails: unknown, never read as 0."""
+    since = int((time.time() - (window_s if window is None else window)) * 1e6)
+    try:
+        samples = nv.nvmlDeviceGetProcessUtilization(handle, max(0, since))
+    except nv.NVMLError as exc:
+        # pynvml raises NVMLError(SUCCESS) when the driver's size query finds no sample at all.
+        return {} if getattr(exc, "value", None) in (0, NVML_NOT_FOUND) else None
+    except AttributeError:  # a binding without the call
+        return None
+    highest: dict[int, int] = {}
+    for sample in samples:
+        highest[sample.pid] = max(highest.get(sample.pid, 0), int(sample.smUtil))
+    return highest
 
 
 def _process_list(nv: Any, handle: Any, which: str, what: str) -> list[Any] | Unavailable:

@@ -63,6 +63,10 @@ class GpuProcess:
     # Its number in this process's PID namespace: ``pid`` on the host; in a container, through a host /proc, else
     # None (NVML's numbers are the host's: pidns.py). Only NvmlSnapshot.pids says which applies.
     local_pid: int | None = None
+    # Its highest SM utilization (%) in NVML's per-process samples of the last ``nvml_processes.window_s``
+    # seconds (0: no sample, it computed nothing); None where NVML gives no per-process figure (a MIG device,
+    # an older GPU, a refused call): then only the GPU's own utilization says anything (core/idle.py).
+    sm_pct: int | None = None
 
 
 def placeable(process: Any) -> bool:

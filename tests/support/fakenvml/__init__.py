@@ -25,7 +25,9 @@ Config dict (every key optional)::
             "power_limit_mw": 700000,
             "lost": True,  # every call on this GPU, its handle included: NVML_ERROR_GPU_IS_LOST
             # "type": the NVML list(s) it is on, nvidia-smi's letters: "C" compute (default), "G" graphics, "C+G" both
-            "processes": [{"pid": 1234 or "self", "used": bytes or "unknown", "type": "G"}],
+            # "sm": its SM utilization (%) in the samples of nvmlDeviceGetProcessUtilization; absent: no sample (a
+            # test changes it over time by writing the config again)
+            "processes": [{"pid": 1234 or "self", "used": bytes or "unknown", "type": "G", "sm": 100}],
             "mig": {  # absent: no MIG (nvmlDeviceGetMigMode answers NOT_SUPPORTED, as a consumer GPU does)
                 "mode": 1, "pending": 1,  # current / pending MIG mode, 0 or 1 ("pending" defaults to "mode")
                 "slots": 7,  # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
@@ -199,7 +201,7 @@ PROCESS_TYPES = ("C", "G", "C+G")
 
 
 def _process_text(proc: dict[str, Any]) -> str:
-    unknown = set(proc) - {"pid", "used", "type"}
+    unknown = set(proc) - {"pid", "used", "type", "sm"}
     if unknown:
         raise ValueError(f"unknown keys for a fake process: {sorted(unknown)}")
     pid = proc["pid"] if proc["pid"] == "self" else int(proc["pid"])
@@ -207,7 +209,12 @@ def _process_text(proc: dict[str, Any]) -> str:
     kind = proc.get("type", "C")
     if kind not in PROCESS_TYPES:
         raise ValueError(f"process type {kind!r}: use one of {', '.join(PROCESS_TYPES)}")
-    return f"{pid} {used} {kind}"
+    if "sm" not in proc:
+        return f"{pid} {used} {kind}"
+    sm = int(proc["sm"])
+    if not 0 <= sm <= 100:
+        raise ValueError(f"process sm {sm!r}: a utilization from 0 to 100")
+    return f"{pid} {used} {kind} {sm}"
 
 
 def _mig_lines(mig: dict[str, Any], i: int) -> list[str]:
@@ -500,9 +507,10 @@ def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str,
     }
 
 
-def _expected_processes(procs: list[dict[str, Any]], self_pid: int) -> list[dict[str, Any]]:
+def _expected_processes(procs: list[dict[str, Any]], self_pid: int, per_process: bool = True) -> list[dict[str, Any]]:
     """One device's list as the adapter merges NVML's two: the compute list's processes ("C", "C+G") in order, then
-    the graphics-only ones ("G"); each once, with its type."""
+    the graphics-only ones ("G"); each once, with its type, and its SM utilization (0 without a sample; None where
+    the device gives none per process: ``per_process`` False, a MIG device)."""
     result = []
     for graphics_only in (False, True):
         for proc in procs:
@@ -511,7 +519,8 @@ def _expected_processes(procs: list[dict[str, Any]], self_pid: int) -> list[dict
                 continue
             pid = self_pid if proc["pid"] == "self" else proc["pid"]
             used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
-            result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid, "type": kind})
+            result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid, "type": kind,
+                           "sm_pct": proc.get("sm", 0) if per_process else None})
     return result
 
 
@@ -534,7 +543,7 @@ def _expected_mig_device(device: dict[str, Any], parent: int, position: int, sel
         "memory_reserved_mib": reserved // MIB,
         "utilization_gpu_pct": NA("not_supported", "per MIG device"),
         "temperature_c": NA("not_supported", "per MIG device"),
-        "processes": _expected_processes(device.get("processes", []), self_pid),
+        "processes": _expected_processes(device.get("processes", []), self_pid, per_process=False),
     }
 
 
@@ -576,7 +585,8 @@ def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
     them apart)."""
     gpu = dict(gpu)
     if isinstance(gpu["processes"], list):
-        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self", "type")} for p in gpu["processes"]]
+        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self", "type", "sm_pct")}
+                            for p in gpu["processes"]]
     if gpu.get("mig_devices"):
         gpu["mig_devices"] = [without_owner(d) for d in gpu["mig_devices"]]
     return gpu

@@ -20,8 +20,10 @@
  *     utilization_gpu / utilization_memory / temperature <int>
  *     power_mw / power_limit_mw <int>              # absent: NVML_ERROR_NOT_SUPPORTED
  *     lost 1                                       # every call on this GPU: NVML_ERROR_GPU_IS_LOST
- *     process <pid | self> <bytes | unknown> [C | G | C+G]  # self: getpid(); unknown: ULLONG_MAX; the list(s)
- *                                                  # it is on: compute (default), graphics, both
+ *     process <pid | self> <bytes | unknown> [C | G | C+G] [sm%]  # self: getpid(); unknown: ULLONG_MAX; the
+ *                                                  # list(s) it is on: compute (default), graphics, both; sm%:
+ *                                                  # its SM utilization, one sample per call of
+ *                                                  # nvmlDeviceGetProcessUtilization (absent: no sample)
  *     mig_mode <current> <pending>                 # 0 or 1 each; absent: the GPU has no MIG (NOT_SUPPORTED)
  *     mig_slots <n>                                # nvmlDeviceGetMaxMigDeviceCount in MIG mode (default 7)
  *     mig <slot> <gpu instance id> <compute instance id>  # starts a MIG device of this GPU; mig_* below apply to it
@@ -134,6 +136,7 @@ typedef struct {
     unsigned int pid;
     unsigned long long used; /* a C+G process's one figure: the same on both lists, as the driver gives it */
     unsigned int lists;
+    int sm; /* SM utilization of its sample, -1: the driver has no sample of it */
 } fake_proc;
 
 typedef struct fake_gpu {
@@ -241,13 +244,14 @@ static char *unescape(char *s) {
 }
 
 static void parse_process(const char *val, fake_proc *procs, int *nprocs) {
-    char pid[32], used[32], type[8] = "C";
-    if (*nprocs < MAX_PROCS && sscanf(val, "%31s %31s %7s", pid, used, type) >= 2) {
+    char pid[32], used[32], type[8] = "C", sm[16] = "-";
+    if (*nprocs < MAX_PROCS && sscanf(val, "%31s %31s %7s %15s", pid, used, type, sm) >= 2) {
         fake_proc *p = &procs[(*nprocs)++];
         p->pid = strcmp(pid, "self") == 0 ? (unsigned int)getpid() : (unsigned int)strtoul(pid, NULL, 10);
         p->used = strcmp(used, "unknown") == 0 ? ULLONG_MAX : strtoull(used, NULL, 10);
         p->lists = strcmp(type, "G") == 0 ? ON_GRAPHICS : strcmp(type, "C+G") == 0 ? ON_COMPUTE | ON_GRAPHICS
                                                                                   : ON_COMPUTE;
+        p->sm = strcmp(sm, "-") == 0 ? -1 : atoi(sm);
     }
 }
 
@@ -845,4 +849,38 @@ EXPORT nvmlReturn_t COMPUTE_PROCESSES(nvmlDevice_t dev, unsigned int *count, nvm
 
 EXPORT nvmlReturn_t GRAPHICS_PROCESSES(nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_t *infos) {
     return list_processes("nvmlDeviceGetGraphicsRunningProcesses" PROCESSES_SUFFIX, dev, count, infos, 1);
+}
+
+/* ---- per-process utilization: one sample per process that has one, taken "now"; none at all: NOT_FOUND (as the
+ * driver answers when no process ran since the timestamp). Not per MIG device or on a MIG-enabled GPU. ---- */
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t dev, nvmlProcessUtilizationSample_t *samples,
+                                                    unsigned int *count, unsigned long long lastSeen) {
+    DEVICE("nvmlDeviceGetProcessUtilization", dev);
+    if (!count) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (d_.mig || mig_enabled(d_.gpu)) return leave(NVML_ERROR_NOT_SUPPORTED);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long now = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+    unsigned int room = *count, n = 0;
+    for (int i = 0; i < d_.gpu->nprocs; i++) {
+        const fake_proc *p = &d_.gpu->procs[i];
+        if (p->sm < 0 || now <= lastSeen) continue;
+        if (samples && n < room) {
+            samples[n].pid = p->pid;
+            samples[n].timeStamp = now;
+            samples[n].smUtil = (unsigned int)p->sm;
+            samples[n].memUtil = samples[n].encUtil = samples[n].decUtil = 0;
+        }
+        n++;
+    }
+    *count = n;
+    if (n == 0) return leave(NVML_ERROR_NOT_FOUND);
+    if (!samples || room < n) return leave(NVML_ERROR_INSUFFICIENT_SIZE);
+    return leave(NVML_SUCCESS);
 }
