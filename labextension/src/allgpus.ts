@@ -63,8 +63,11 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
   if (group.isFront) {
     row.classList.add('tfgpu-front');
   }
-  if (group.executionState === 'busy') {
+  if (group.executionState === 'busy' || group.activityState === 'running') {
     row.classList.add('tfgpu-busy');
+  }
+  if (group.activityState === 'gpu_busy') {
+    row.classList.add('tfgpu-gpu-busy'); // no cell running, yet working on the GPU: not idle
   }
   if (group.mark) {
     // A dot, named for screen readers and in its tooltip: the label keeps the narrow sidebar's width.
@@ -82,7 +85,11 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
     open.appendChild(tag);
   }
   if (group.activity) {
-    open.appendChild(el('span', 'tfgpu-activity', group.activity, group.activityTitle));
+    const activity = el('span', 'tfgpu-activity', group.activity, group.activityTitle);
+    if (group.activityState) {
+      activity.dataset.state = group.activityState;
+    }
+    open.appendChild(activity);
   }
   open.appendChild(shown(group.memory, 'tfgpu-item-figure'));
   row.appendChild(open);

@@ -2,7 +2,7 @@ import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, LOAD_EXTENSION_SOURCE } from './constants';
+import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, commPage, LOAD_EXTENSION_SOURCE } from './constants';
 import {
   LinkStatus,
   mergeMessage,
@@ -11,6 +11,7 @@ import {
   pageSettingWords,
   parseKernelRequest,
   parseValidated,
+  pausedReason,
   PendingRequests,
   SavedSettings,
   Sections,
@@ -23,6 +24,11 @@ export type { LinkStatus };
 
 /** The statuses in which a finished cell may have loaded the extension, so the comm is opened again. */
 const RETRY_AFTER_CELL: ReadonlySet<LinkStatus> = new Set<LinkStatus>(['not-loaded', 'closed', 'loading']);
+
+/** Whether the browser tab is hidden (`document.visibilityState`). */
+function pageHidden(): boolean {
+  return typeof document !== 'undefined' && document.visibilityState === 'hidden';
+}
 
 /** Why a `validate` request got no answer. */
 export class LinkClosedError extends Error {}
@@ -39,8 +45,10 @@ const RESEND_MS = 5000;
  * and `changes` messages, and opens it again when the kernel changes, restarts, or after a cell ran while
  * the extension was not loaded. While the sidebar is hidden it stays open, paused (the kernel samples
  * nothing for it). It asks the kernel to check saved settings (`validate`) and passes on the kernel's
- * requests (`requested`). It never executes anything in the kernel except the visible cell of
- * `loadExtension()`.
+ * requests (`requested`). It tells the kernel whether the page is shown (`{"request": "page", "visible"}`, from
+ * `document.visibilityState`): the kernel pauses its live pushes while no page of it is, and says so when it pauses
+ * them (`{"type": "paused"}`, `kernelPaused`) until its next `state`. It never executes anything in the kernel
+ * except the visible cell of `loadExtension()`.
  */
 export class NotebookLink {
   /**
@@ -59,6 +67,7 @@ export class NotebookLink {
     panel.context.pathChanged.connect(this._emit, this);
     panel.disposed.connect(this.dispose, this);
     NotebookActions.executed.connect(this._onExecuted, this);
+    document.addEventListener('visibilitychange', this._onVisibility);
     this.open();
     void context.ready.then(() => {
       if (!this._isDisposed && this._status === 'starting') {
@@ -134,6 +143,14 @@ export class NotebookLink {
     return this._settingWords;
   }
 
+  /**
+   * Why the kernel paused its live pushes ("idle": idle `live_pause_after` seconds; "page": no page of it shown),
+   * from its `paused` message until its next `state`; null while it pushes.
+   */
+  get kernelPaused(): string | null {
+    return this._kernelPaused;
+  }
+
   /** The kernel's sections as merged so far; null until its first message. */
   get sections(): Sections | null {
     return this._sections;
@@ -160,6 +177,7 @@ export class NotebookLink {
     this._sections = null;
     this._words = null;
     this._settingWords = null;
+    this._kernelPaused = null;
     this._rejectPending();
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (!kernel || kernel.isDisposed) {
@@ -190,8 +208,20 @@ export class NotebookLink {
         if (this._paused) {
           this._send(COMM_PAUSE);
         }
+        if (pageHidden()) {
+          this._send(commPage(false)); // again: the one sent with the opening may have been dropped
+        }
       }
       const data = msg.content.data;
+      const paused = pausedReason(data);
+      if (paused !== null) {
+        this._kernelPaused = paused;
+        this._setStatus('connected');
+        return;
+      }
+      if ((data as { type?: unknown } | null)?.type === 'state') {
+        this._kernelPaused = null; // pushing again
+      }
       const validated = parseValidated(data);
       if (validated) {
         this._pending.answer(validated.id, validated);
@@ -233,6 +263,11 @@ export class NotebookLink {
       console.warn('tfgpu_magic: cannot open the kernel comm', error);
       this._comm = null;
       this._setStatus('closed');
+      return;
+    }
+    if (pageHidden()) {
+      // Opened while the page is hidden (a kernel restarted in a background tab): the kernel hears it at once.
+      this._send(commPage(false));
     }
   }
 
@@ -274,10 +309,18 @@ export class NotebookLink {
       return;
     }
     this._isDisposed = true;
+    document.removeEventListener('visibilitychange', this._onVisibility);
     this._closeComm();
     this._rejectPending();
     Signal.clearData(this);
   }
+
+  /** The page was hidden or shown again: the kernel pauses its pushes while no page of it is shown. */
+  private _onVisibility = (): void => {
+    if (this._comm !== null) {
+      this._send(commPage(!pageHidden()));
+    }
+  };
 
   private _onKernelChanged(_: unknown, args: Session.ISessionConnection.IKernelChangedArgs): void {
     this._closeComm(args.oldValue);
@@ -354,6 +397,7 @@ export class NotebookLink {
   private _words: Words | null = null;
   private _settingWords: SettingWords | null = null;
   private _status: LinkStatus = 'connecting';
+  private _kernelPaused: string | null = null;
   private _isDisposed = false;
   private _paused = false;
   /** The kernel sent its first message on the current comm: it has handled the opening. */

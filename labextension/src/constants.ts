@@ -42,6 +42,8 @@ export namespace CommandIDs {
 export const API_NAMESPACE = ['tfgpu', 'api'];
 export const API_GPUS = 'gpus';
 export const API_CONSENT = 'consent';
+/** POST tfgpu/api/keep `{"kernel_id"}`: keep a kernel the GPU-aware culler warned about running. */
+export const API_KEEP = 'keep';
 
 /** The kernel comm target that `%load_ext tfgpu_magic` registers, and what the sidebar opens it with. */
 export const COMM_TARGET = 'tfgpu';
@@ -53,6 +55,10 @@ export const METADATA_KEY = 'tfgpu';
 /** Comm requests the sidebar sends besides the open: stop and start sampling while it is hidden / shown. */
 export const COMM_PAUSE = { request: 'pause' };
 export const COMM_RESUME = { request: 'resume' };
+/** Whether the page is shown (`document.visibilityState`): the kernel pauses its pushes while no page of it is. */
+export function commPage(visible: boolean): { request: 'page'; visible: boolean } {
+  return { request: 'page', visible };
+}
 
 /** The code cell the "Load tfgpu_magic" button inserts at the top of the notebook. */
 export const LOAD_EXTENSION_SOURCE = '%load_ext tfgpu_magic';
@@ -113,6 +119,16 @@ export const TRANSLATION_DOMAIN = PACKAGE;
 export const DEFAULT_REFRESH_S = 2;
 export const MIN_REFRESH_S = 0.5;
 export const MAX_REFRESH_S = 60;
+/** While every kernel is idle and nothing is warned: the `idleRefreshInterval` setting's default and range. */
+export const DEFAULT_IDLE_REFRESH_S = 60;
+export const MIN_IDLE_REFRESH_S = 5;
+export const MAX_IDLE_REFRESH_S = 3600;
+/** After the user opens or uses the sidebar, the feed asks at `refreshInterval` for this long, idle or not. */
+export const AWAKE_MS = 60000;
+/** How long the "keeps running" notification stays. */
+export const KEPT_NOTICE_MS = 5000;
+/** How long a failed "Keep running" stays said. */
+export const KEEP_FAILED_MS = 15000;
 /** How long one request may take before the sidebar says "Server not answering" (the server answers a hung
  * driver's request with the last figures within its `stale_after`, 5 s by default). */
 export const REQUEST_TIMEOUT_MS = 10000;

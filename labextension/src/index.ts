@@ -8,6 +8,7 @@ import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { savedOf, StartApplier } from './apply';
 import {
   API_GPUS,
+  API_KEEP,
   CommandIDs,
   PLUGIN_ID,
   SIDEBAR_RANK,
@@ -15,6 +16,7 @@ import {
   STATUS_ITEM_RANK,
   TRANSLATION_DOMAIN
 } from './constants';
+import { CullerNotices } from './culler';
 import { GpuFeed } from './feed';
 import { gpuIcon } from './icon';
 import { hasSettings } from './model';
@@ -51,6 +53,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const feed = new GpuFeed({ request: query => requestAPI<unknown>(API_GPUS, {}, undefined, query) });
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
     const applier = tracker ? new StartApplier(tracker, trans, feed) : null;
+    // The GPU-aware culler's warnings as notifications with "Keep running", whether the sidebar shows or not.
+    const culler = new CullerNotices({
+      feed,
+      trans,
+      keep: kernelId =>
+        requestAPI<unknown>(API_KEEP, { method: 'POST', body: JSON.stringify({ kernel_id: kernelId }) }),
+      store: browserStorage()
+    });
     const sidebar = new GpuSidebar({
       trans,
       feed,
@@ -61,7 +71,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       },
       // The app's own kernel API, as JupyterLab's Running panel shuts kernels down: the notebooks using the
       // kernel see it go.
-      shutdownKernel: kernelId => app.serviceManager.kernels.shutdown(kernelId)
+      shutdownKernel: kernelId => app.serviceManager.kernels.shutdown(kernelId),
+      culler
     });
     app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK });
     if (restorer) {
@@ -149,6 +160,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .then(settings => {
           const apply = (): void => {
             feed.interval = settings.get('refreshInterval').composite as number;
+            feed.idleInterval = settings.get('idleRefreshInterval').composite as number;
             if (statusItem) {
               statusItem.enabled = settings.get('statusBar').composite !== false;
             }
@@ -162,5 +174,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
+
+/** The browser's localStorage, or null where the page may not use it (a sandboxed frame, some private modes). */
+function browserStorage(): Storage | null {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
+}
 
 export default plugin;

@@ -7,6 +7,7 @@ import { renderServer, ServerActions } from './allgpus';
 import type { StartApplier } from './apply';
 import { savedOf } from './apply';
 import { NotebookLink } from './comm';
+import { CullerNotices, renderCuller } from './culler';
 import { SIDEBAR_ID } from './constants';
 import type { GpuFeed } from './feed';
 import { GpuChart } from './gpuchart';
@@ -16,6 +17,7 @@ import {
   FrontNotebook,
   linkMessage,
   notebookView,
+  pausedLine,
   pageSettingWords,
   refusedView,
   SavedSettings,
@@ -54,6 +56,8 @@ export interface IGpuSidebarOptions {
    * it the rows offer no "Shut down".
    */
   shutdownKernel?: (kernelId: string) => Promise<void>;
+  /** The GPU-aware culler's warnings (with "Keep running") and shut-down kernels, listed at the top. */
+  culler?: CullerNotices | null;
 }
 
 /**
@@ -70,6 +74,7 @@ export class GpuSidebar extends Widget {
     this._applier = options.applier ?? null;
     this._openNotebook = options.openNotebook;
     this._shutdownKernel = options.shutdownKernel ?? null;
+    this._culler = options.culler ?? null;
     const trans = this._trans;
 
     this.id = SIDEBAR_ID;
@@ -84,8 +89,15 @@ export class GpuSidebar extends Widget {
     server.appendChild(el('h2', 'tfgpu-section-title', trans.__('All GPUs')));
     server.appendChild(this._serverStatus);
     server.appendChild(this._serverBody);
+    // The culler's warnings and the kernels it shut down: above everything, as they ask for a decision.
+    this._cullerSlot = el('div', 'tfgpu-culler');
+    this._cullerSlot.setAttribute('aria-live', 'polite');
     this.node.appendChild(header);
+    this.node.appendChild(this._cullerSlot);
     this.node.appendChild(server);
+    // The user is here: the feed asks at the usual interval for a while, however idle the kernels are.
+    this.node.addEventListener('pointerdown', () => this._feed.wake());
+    this.node.addEventListener('keydown', () => this._feed.wake());
 
     this._notebookTitle = el('span', 'tfgpu-section-path');
     this._notebookStatus = el('div', 'tfgpu-status');
@@ -111,6 +123,8 @@ export class GpuSidebar extends Widget {
     }
 
     this._feed.changed.connect(this._onFeed, this);
+    this._culler?.changed.connect(this._renderCuller, this);
+    this._renderCuller();
     this._takeFeed();
     this._renderServer();
     this._renderNotebook();
@@ -126,6 +140,7 @@ export class GpuSidebar extends Widget {
       return;
     }
     this._feed.changed.disconnect(this._onFeed, this);
+    this._culler?.changed.disconnect(this._renderCuller, this);
     this._feed.need(READER, false);
     clearTimeout(this._actionErrorTimer);
     this._applier?.changed.disconnect(this._onApplied, this);
@@ -136,6 +151,7 @@ export class GpuSidebar extends Widget {
 
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
+    this._feed.wake(); // the usual interval, however idle the kernels are
     this._feed.need(READER, true); // a fresh answer at once
     this._followFront();
     this._scheduleTitles();
@@ -295,6 +311,15 @@ export class GpuSidebar extends Widget {
     return link ? { path: link.path, kernelId: link.kernelId } : null;
   }
 
+  /** The culler's lines at the top (warnings with "Keep running", shut-down kernels), if it is on this page. */
+  private _renderCuller(): void {
+    const culler = this._culler;
+    const nodes = culler ? renderCuller(culler, this._trans) : [];
+    this._cullerSlot.replaceChildren(...nodes);
+    this._cullerSlot.classList.toggle('tfgpu-empty', nodes.length === 0);
+    this._scheduleTitles();
+  }
+
   /** Render "All GPUs" if what it shows changed; true when it did. */
   private _renderServer(): boolean {
     const trans = this._trans;
@@ -361,7 +386,8 @@ export class GpuSidebar extends Widget {
     const applying = !!panel && this._applier?.state(panel)?.kind === 'applying';
     this._saved?.update(panel, link && link.panel === panel ? link : null, words, settingWords);
     this._scheduleTitles();
-    const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused, applying]);
+    const paused = link && link.status === 'connected' ? link.kernelPaused : null;
+    const key = JSON.stringify([panel ? panel.context.path : null, status, view, refused, applying, paused]);
     if (key === this._notebookKey) {
       return;
     }
@@ -379,6 +405,10 @@ export class GpuSidebar extends Widget {
       const message = linkMessage(link.status, trans);
       if (message.text) {
         statusNodes.push(line(message.text, message.level, 'tfgpu-link-status'));
+      }
+      if (paused !== null) {
+        // The kernel stopped its live pushes (idle that long): the figures below are as of then.
+        statusNodes.push(line(pausedLine(paused, trans), 'muted', 'tfgpu-link-paused'));
       }
       if (message.canLoad) {
         const button = el('button', 'jp-Button jp-mod-styled jp-mod-accept tfgpu-load', trans.__('Load tfgpu_magic'));
@@ -482,6 +512,8 @@ export class GpuSidebar extends Widget {
   private _refused: HTMLDivElement;
   private _openNotebook: (path: string) => void;
   private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
+  private _culler: CullerNotices | null;
+  private _cullerSlot: HTMLDivElement;
   private _titlesScheduled = false;
   /** The server's setting words the sections were last rendered with. */
   private _settingWords: SettingWords | null = null;

@@ -3,9 +3,11 @@
  * and the status-bar item both read (feed.ts polls; neither view asks the server or reads the other):
  * - `Demand`: who needs the answer now (the sidebar while shown, the status-bar item while its setting is on);
  * - `AnswerState`: the latest answer and what is read from it once for every view (words, setting words, the
- *   charts' history and clock), or why the last request failed.
+ *   charts' history and clock, the culler's warnings and released kernels, whether every kernel is idle), or why
+ *   the last request failed.
  */
 
+import { CullerInfo, readAllIdle, readCuller } from './culler.js';
 import { historyQuery, KeptHistory, mergeHistory } from './history.js';
 import { isNumber } from './format.js';
 import { readSettingWords, readWords, SettingWords, Words } from './words.js';
@@ -86,6 +88,16 @@ export class AnswerState {
     return this._serverNow;
   }
 
+  /** The GPU-aware culler's state (warnings, released kernels) from the latest answer; null from an older server. */
+  get culler(): CullerInfo | null {
+    return this._culler;
+  }
+
+  /** Whether the latest answer said every kernel of the server is idle (false while the last request failed). */
+  get allIdle(): boolean {
+    return this._failure === null && this._allIdle;
+  }
+
   /** Why the last request failed; null when it was answered (or none was made yet). */
   get failure(): FeedFailure | null {
     return this._failure;
@@ -107,6 +119,8 @@ export class AnswerState {
     this._history = mergeHistory(this._history, answer.history, takenAt);
     const latest = this._history?.latest ?? null;
     this._serverNow = takenAt === null ? latest : latest === null ? takenAt : Math.max(takenAt, latest);
+    this._culler = readCuller(answer.culler);
+    this._allIdle = readAllIdle(answer);
   }
 
   /** A request failed with this HTTP status (null: no answer at all). */
@@ -120,4 +134,6 @@ export class AnswerState {
   private _history: KeptHistory | null = null;
   private _serverNow: number | null = null;
   private _failure: FeedFailure | null = null;
+  private _culler: CullerInfo | null = null;
+  private _allIdle = false;
 }

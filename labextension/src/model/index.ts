@@ -10,6 +10,8 @@
  * - words.ts: the data's words for states and missing values (the comm's and the server's `words`), and the
  *   settings a notebook can save (their `setting_words`: no setting is named in this code);
  * - format.ts: translation, "not available" values, numbers, sizes, durations and times as text;
+ * - culler.ts: the GPU-aware idle culler (kernels' activity, warnings and their notifications, released kernels,
+ *   the idle polling interval, the kernel's pause);
  * - processes.ts: a GPU's processes as rows (by notebook, idle time, shut-down eligibility, ownership);
  * - mig.ts: MIG devices as rows under their GPU;
  * - gpus.ts: the server's answer (GET tfgpu/api/gpus) as GPU rows, and what shutting a kernel down frees;
@@ -28,6 +30,7 @@
 export * from './words.js';
 export * from './requests.js';
 export * from './format.js';
+export * from './culler.js';
 export * from './processes.js';
 export * from './mig.js';
 export * from './gpus.js';

@@ -4,6 +4,7 @@
  * processes by name, pid and user, marked where they are another Jupyter server's under the same OS user.
  */
 
+import { readActivity } from './culler.js';
 import { formatMiB, formatSpan, isNumber, missingWord, NA, noNameWord, plainTrans, show, Shown, Trans } from './format.js';
 import type { Words } from './words.js';
 
@@ -39,6 +40,8 @@ export interface ProcessKernel {
   last_activity?: number | null;
   /** Seconds idle while `execution_state` is "idle"; null while busy, starting or unknown. */
   idle_s?: number | null;
+  /** tfgpu's activity (no cell running, no GPU work), with the server's sentence (culler.ts `KernelActivity`). */
+  activity?: unknown;
 }
 
 export interface GpuProcess {
@@ -134,9 +137,14 @@ export interface NotebookGroup {
   kernelId: string;
   kernelName: string;
   executionState: string;
-  /** "idle 12 min", "busy", "starting", or "" (unknown). */
+  /**
+   * The server's sentence on the kernel's activity ("idle 42 min · holds 12 GiB", "busy on GPU 1 (child pid 4242)"),
+   * else from its execution state: "idle 12 min", "busy", "starting", or "" (unknown).
+   */
   activity: string;
   activityTitle: string;
+  /** tfgpu's state of it: "running", "gpu_busy", "idle", "unknown" ("" from an older server). */
+  activityState: string;
   usedMib: number | null;
   memory: Shown;
   isFront: boolean;
@@ -171,11 +179,34 @@ function relationWords(relation: string, trans: Trans): string {
   return relation === 'kernel' ? trans.__('the kernel') : trans.__('a child process of the kernel');
 }
 
-/** A kernel's activity as a row shows it: "idle 12 min", "busy" ... ("" when unknown). */
-export function kernelActivity(kernel: ProcessKernel, trans: Trans = plainTrans): { text: string; title: string } {
-  const state = kernel.execution_state;
+/**
+ * A kernel's activity as a row shows it: the server's sentence where it sends one ("idle 42 min · holds 12 GiB",
+ * "busy on GPU 1 (child pid 4242)"), else from its execution state: "idle 12 min", "busy" ... ("" when unknown).
+ */
+export function kernelActivity(
+  kernel: ProcessKernel,
+  trans: Trans = plainTrans
+): { text: string; title: string; state: string } {
   const last = isNumber(kernel.last_activity) ? new Date(kernel.last_activity * 1000).toLocaleString() : '';
   const lastLine = last ? trans.__('Last activity: %1', last) : '';
+  const activity = readActivity(kernel.activity);
+  if (activity && activity.text) {
+    let why = '';
+    if (activity.state === 'gpu_busy') {
+      why = trans.__('No cell is running, but the kernel or a process it started works on the GPU: it is not idle.');
+    } else if (activity.state === 'running') {
+      why = trans.__('The kernel is running a cell.');
+    } else if (activity.state === 'idle' && isNumber(activity.idleS)) {
+      why = trans.__('No cell has run and the GPU has done no work for it for %1.', formatSpan(activity.idleS, trans));
+    }
+    return { text: activity.text, title: [why, lastLine].filter(Boolean).join('\n'), state: activity.state };
+  }
+  return { ...executionActivity(kernel, lastLine, trans), state: '' };
+}
+
+/** The activity from jupyter_server's execution state alone (an older server). */
+function executionActivity(kernel: ProcessKernel, lastLine: string, trans: Trans): { text: string; title: string } {
+  const state = kernel.execution_state;
   switch (state) {
     case 'idle':
       if (isNumber(kernel.idle_s)) {
@@ -382,6 +413,7 @@ export function groupByNotebook(
       executionState: acc.kernel.execution_state,
       activity: activity.text,
       activityTitle: activity.title,
+      activityState: activity.state,
       usedMib,
       memory,
       isFront,
