@@ -23,6 +23,9 @@ BAD = {
     "cull_idle_gpu_kernels_after": [math.inf, math.nan, -5.0, 1e12],
     "stale_after": [math.nan, math.inf, 0.0, 1e9],
     "snapshot_max_age": [math.nan, -0.1, math.inf],
+    "cull_warning": [math.nan, math.inf, -1.0, 1e12],
+    "activity_interval": [math.nan, math.inf, 0.0, -3.0, 1e4],
+    "gpu_busy_threshold": [math.nan, math.inf, -1.0, 100.0],
 }
 
 
@@ -38,7 +41,8 @@ def test_a_value_out_of_range_is_refused_naming_the_option_and_the_range(name, v
     with pytest.raises(TraitError) as err:
         TfgpuServer(**{name: value})
     message = str(err.value)
-    assert message.startswith(f"tfgpu: TfgpuServer.{name} = ") and "expected" in message and "seconds" in message
+    unit = "percent" if name == "gpu_busy_threshold" else "seconds"
+    assert message.startswith(f"tfgpu: TfgpuServer.{name} = ") and "expected" in message and unit in message
     assert "\n" not in message
     low, high, _ = RANGES[name]
     assert f"{low:g} to {high:g}" in message
@@ -47,7 +51,9 @@ def test_a_value_out_of_range_is_refused_naming_the_option_and_the_range(name, v
 @pytest.mark.parametrize(("name", "value"), [("history_interval", 0.0), ("history_interval", 0.5),
                                              ("history_seconds", 86400.0), ("cull_idle_gpu_kernels_after", 0.0),
                                              ("cull_interval", 0.5), ("snapshot_max_age", 0.0),
-                                             ("stale_after", 0.05)])
+                                             ("stale_after", 0.05), ("cull_warning", 0.0),
+                                             ("activity_interval", 0.5), ("activity_interval", 600.0),
+                                             ("gpu_busy_threshold", 0.0), ("gpu_busy_threshold", 99.0)])
 def test_the_ends_of_each_range_and_off_are_accepted(name, value):
     assert getattr(TfgpuServer(**{name: value}), name) == value
 
@@ -90,3 +96,26 @@ def test_each_value_out_of_range_is_one_log_line_and_the_rest_is_kept():
         "str 'soon'; using the default, 5.0"]
     assert (options.history_interval, options.cull_interval) == (2.0, 60.0)
     assert (options.history_seconds, options.show_other_users) == (120.0, False)
+
+
+@pytest.mark.parametrize(("after", "warning", "kept"), [(600.0, 900.0, 300.0), (60.0, 61.0, 60.0)])
+def test_a_warning_longer_than_the_timeout_is_refused_naming_both(after, warning, kept):
+    section = {"cull_idle_gpu_kernels_after": after, "cull_warning": warning}
+    app = SimpleNamespace(config=Config({"TfgpuServer": section}), log=logging.getLogger("test_options_warning"))
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    app.log.addHandler(handler)
+    try:
+        options = load_options(app)
+    finally:
+        app.log.removeHandler(handler)
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert lines[0].startswith(f"tfgpu: TfgpuServer.cull_warning = {warning!r} is out of range: expected 0 to "
+                               f"{after:g} seconds (at most cull_idle_gpu_kernels_after)")
+    assert options.cull_warning == options.warning_s() == kept
+
+
+def test_the_default_warning_is_never_longer_than_a_short_timeout():
+    assert TfgpuServer(cull_idle_gpu_kernels_after=60.0).warning_s() == 60.0
+    assert TfgpuServer(cull_idle_gpu_kernels_after=3600.0).warning_s() == 300.0

@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..core import words
+from ..core import idle, words
 from ..core.inputs import MAX_INDEX, shown, whole_number
+from ..core.nvml_values import placeable
 from ..core.settings import wire_words
 from ..core.version import GPUS_SCHEMA as SCHEMA
 
@@ -145,6 +146,8 @@ def gpu_document(
     parent_of: Callable[[int], int | None] = parent_pid,
     now: float | None = None,
     reports: dict[str, dict[str, Any]] | None = None,
+    busy_threshold: float = idle.DEFAULT_THRESHOLD_PCT,
+    culler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The response of ``GET tfgpu/api/gpus``.
 
@@ -155,7 +158,9 @@ def gpu_document(
     (a graphics process belongs to a kernel as a compute one does). ``user`` is the server's user: with
     ``show_other_users`` off, processes that are not this user's (``own_processes``) are counted, not listed.
     ``reports``: kernel id -> its checked report's summary (reports.Report.summary), read where PIDs are not
-    comparable; a kernel's ``report`` in the document is that, or None."""
+    comparable; a kernel's ``report`` in the document is that, or None. A kernel dict may carry ``running`` (a cell
+    runs) and ``idle_since`` (Unix time, server/activity.py): its ``activity`` (core/idle.py) then says whether it
+    is idle, by ``busy_threshold`` % of SM utilization. ``culler``: the culler's warnings and shutdowns, as is."""
     now = time.time() if now is None else now
     reports = reports or {}
     kernels = [_with_idle(k, now, reports.get(k.get("id"))) for k in kernels]
@@ -173,14 +178,22 @@ def gpu_document(
         out = {name: gpu.get(name) for name in _GPU_FIELDS}
         out["mig_mode"] = gpu.get("mig_mode")
         out["mig_devices"] = []
-        for mig in gpu.get("mig_devices") or ():
+        migs = gpu.get("mig_devices") or ()
+        for mig in migs:
             row = {name: mig.get(name) for name in _MIG_FIELDS}
             row["processes"], row["hidden_processes"], row["kernel_note"], row["unattributed"] = whose.processes(
-                mig.get("processes"))
+                mig.get("processes"), (gpu.get("index"), None))
             out["mig_devices"].append(row)
+        # In MIG mode the GPU's list is its devices' again: the idle test reads each device once.
         out["processes"], out["hidden_processes"], out["kernel_note"], out["unattributed"] = whose.processes(
-            gpu.get("processes"))
+            gpu.get("processes"), None if migs else (gpu.get("index"), gpu.get("utilization_gpu_pct")))
         gpus.append(out)
+    work = idle.gpu_work(whose.devices, busy_threshold)
+    for kernel in kernels:
+        since = kernel.pop("idle_since", None)
+        running = bool(kernel.pop("running", False))
+        idle_s = max(0.0, now - since) if isinstance(since, (int, float)) else None
+        kernel["activity"] = idle.describe(running=running, idle_s=idle_s, work=work.get(kernel.get("id")))
     no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
     kernel_note = ""
     if no_pid:
@@ -194,6 +207,9 @@ def gpu_document(
         "gpus": gpus,
         "kernels": kernels,
         "kernel_note": kernel_note,
+        # Every kernel idle by core/idle.py's rule (none running a cell or computing): the sidebar polls slowly.
+        "all_idle": all(k["activity"]["state"] == "idle" for k in kernels),
+        "culler": culler,
         "pids": {key: pids.get(key) for key in HOST_PIDS},
         "other_users": "shown" if show_other_users else "hidden",
         "own_processes": own_processes,
@@ -241,6 +257,7 @@ class _Whose:
         self.view = pids.get("view") or "none"
         self.by_host_pid = by_host_pid or {}
         self._views: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.devices: list[idle.Device] = []  # every device's processes, hidden ones too, for the idle test
 
     def _kernel_view(self, kernel: dict[str, Any], relation: str, how: str) -> dict[str, Any]:
         """What a process row says of its kernel: which one, how related (its own process or a child) and how it was
@@ -268,15 +285,18 @@ class _Whose:
             return kernel, "kernel", how
         return None
 
-    def processes(self, processes: Any) -> tuple[Any, dict | None, str, dict | None]:
+    def processes(self, processes: Any, device: tuple[Any, Any] | None = None
+                  ) -> tuple[Any, dict | None, str, dict | None]:
         """(processes with their kernel, the hidden others' summary or None, a note on what could not be matched,
-        the memory nobody can be given here (a container's) or None)."""
+        the memory nobody can be given here (a container's) or None). ``device``: (GPU index, its utilization) to
+        keep this list for the idle test (``devices``)."""
         if _is_unavailable(processes):
             detail = processes.get("detail") or processes.get("unavailable")
             return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be "
                                      "matched to notebooks"), None
         listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
         lost_count, lost_mib = 0, 0
+        uses = []
         for proc in processes or ():
             pid = proc.get("pid")
             # No name and no user: the PID has no /proc entry here (another PID namespace, or it ended), so it has
@@ -284,6 +304,10 @@ class _Whose:
             seen = proc.get("name") is not None or proc.get("user") is not None
             owner = self._owner(proc, seen)
             used = proc.get("used_mib")
+            sm = proc.get("sm_pct")
+            uses.append(idle.Use(owner[0]["id"] if owner else None, pid, bool(owner and owner[1] == "child"),
+                                 used if isinstance(used, int) else None, sm if isinstance(sm, int) else None,
+                                 placed=owner is not None or self.comparable or placeable(proc)))
             if owner is None and not seen:
                 if not self.comparable:  # a host PID nothing here can name: one line, never a row of a wrong name
                     lost_count += 1
@@ -304,6 +328,9 @@ class _Whose:
             note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
                     "namespace, such as a container, or ended): "
                     f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
+        if device is not None:
+            util = device[1] if isinstance(device[1], int) and not isinstance(device[1], bool) else None
+            self.devices.append(idle.Device(device[0], util, tuple(uses)))
         lost = None
         if lost_count:
             lost = {"count": lost_count, "used_mib": lost_mib,

@@ -23,10 +23,11 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
-from ..core import pidns
+from ..core import nvml_processes, pidns
 from ..core.consent import ConsentStore
 from ..core.inputs import shown
 from ..core.reports import ReportReader
+from .activity import KernelActivity
 from .culler import IdleGpuCuller
 from .feed import Answer, GpuFeed, encode, failure_document
 from .gpus import ParentCache, checked_reports, gpu_document, only_indices, parse_indices
@@ -205,9 +206,41 @@ def _server_user() -> str | None:
         return None
 
 
+class KeepHandler(APIHandler):
+    """``POST {base_url}tfgpu/api/keep`` with ``{"kernel_id": ...}``: the user keeps a kernel the culler warned
+    about running (the notification's button). 200 ``{"kept": true, "kernel_id", "idle_again_at"}``; 404 when the
+    kernel is not warned (any more); 400 for a bad body."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, culler: IdleGpuCuller, **_: Any) -> None:
+        self.culler = culler
+
+    @tornado.web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"null") if len(self.request.body) <= MAX_CONSENT_BODY else None
+        except ValueError:
+            body = None
+        kernel_id = body.get("kernel_id") if isinstance(body, dict) and set(body) == {"kernel_id"} else None
+        if not isinstance(kernel_id, str) or not kernel_id:
+            self.set_status(400)
+            self.finish(json.dumps({"message": 'tfgpu: the request body must be {"kernel_id": "..."}, the kernel to '
+                                               "keep running", "reason": "bad_request"}))
+            return
+        again = self.culler.keep(kernel_id)
+        if again is None:
+            self.set_status(404)
+            self.finish(json.dumps({"message": f"tfgpu: kernel {shown(kernel_id)} is not about to be shut down (it "
+                                               "was kept, is busy again, or is gone)", "reason": "not_warned"}))
+            return
+        self.finish(json.dumps({"kept": True, "kernel_id": kernel_id, "idle_again_at": round(again, 3)}))
+
+
 # Every handler the extension serves: tests check each one refuses an unauthenticated request.
 HANDLERS: tuple[tuple[str, type[APIHandler]], ...] = (
-    ("gpus", GpusHandler), ("metrics", MetricsHandler), ("consent", ConsentHandler))
+    ("gpus", GpusHandler), ("metrics", MetricsHandler), ("consent", ConsentHandler), ("keep", KeepHandler))
 
 
 class Extension:
@@ -219,7 +252,7 @@ class Extension:
         show = options.show_other_users
 
         async def kernels() -> list[dict[str, Any]]:
-            return await kernels_of(server_app, server_app.log)
+            return self.activity.annotate(await kernels_of(server_app, server_app.log))
 
         parents = ParentCache()  # used in the worker thread only
         view = pidns.use_host_proc(options.host_proc or None)
@@ -229,18 +262,26 @@ class Extension:
 
         def build(reading: dict[str, Any], kernel_list: list[dict[str, Any]]) -> dict[str, Any]:
             return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own,
-                                parent_of=parents, reports=checked_reports(reader, reading, kernel_list))
+                                parent_of=parents, reports=checked_reports(reader, reading, kernel_list),
+                                busy_threshold=options.gpu_busy_threshold, culler=self.culler.public())
+
+        # Each reading looks back one activity interval in NVML's per-process samples: consecutive looks cover all
+        # the time between them.
+        nvml_processes.window_s = max(options.activity_interval, 1.0)
 
         self.options = options
         self.feed = GpuFeed(options.snapshot_max_age, kernels, build, stale_after=options.stale_after,
                             interval_s=options.history_interval, kept_s=options.history_seconds,
                             other_users="shown" if show else "hidden")
+        self.activity = KernelActivity(server_app.kernel_manager, server_app.web_app.settings, self.feed.answer,
+                                       options.activity_interval, server_app.log)
         self.culler = IdleGpuCuller(options.cull_idle_gpu_kernels_after, options.cull_interval, self.feed.answer,
-                                    server_app.kernel_manager, server_app.log)
+                                    server_app.kernel_manager, server_app.log, warning=options.warning_s(),
+                                    activity=self.activity)
         # The user's Jupyter data folder, as the server's notary has it (JUPYTER_DATA_DIR first).
         self.consent = ConsentStore(getattr(server_app, "data_dir", None) or None)
         base_url = server_app.web_app.settings["base_url"]
-        resources = {"feed": self.feed, "consent": self.consent}
+        resources = {"feed": self.feed, "consent": self.consent, "culler": self.culler}
         server_app.web_app.add_handlers(".*$", [
             (url_path_join(base_url, *API_PATH, name), handler, resources) for name, handler in HANDLERS
         ])
@@ -254,8 +295,10 @@ class Extension:
     def start(self) -> None:
         """Once the server's event loop runs: the sampler's first reading, the culler."""
         self.feed.start_sampling()
+        self.activity.start()
         self.culler.start()
 
     def stop(self) -> None:
         self.culler.stop()
+        self.activity.stop()
         self.feed.close()

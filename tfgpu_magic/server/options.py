@@ -22,12 +22,17 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "history_seconds": (10.0, 86400.0, False),
     "cull_idle_gpu_kernels_after": (1.0, 30 * 86400.0, True),
     "cull_interval": (0.5, 3600.0, False),
+    "cull_warning": (0.0, 30 * 86400.0, False),  # and at most cull_idle_gpu_kernels_after: load_options
+    "activity_interval": (0.5, 600.0, False),
+    "gpu_busy_threshold": (0.0, 99.0, False),
 }
+UNITS = {"gpu_busy_threshold": "percent"}
+DEFAULT_WARNING_S = 300.0
 
 
 def _range_words(name: str) -> str:
     low, high, off = RANGES[name]
-    return f"{'0 (off) or ' if off else ''}{low:g} to {high:g} seconds"
+    return f"{'0 (off) or ' if off else ''}{low:g} to {high:g} {UNITS.get(name, 'seconds')}"
 
 
 class TfgpuServer(Configurable):
@@ -82,6 +87,26 @@ class TfgpuServer(Configurable):
         help="Seconds between two looks of the GPU-aware culler (cull_idle_gpu_kernels_after). From 0.5 to 3600.",
     ).tag(config=True)
 
+    cull_warning = Float(
+        DEFAULT_WARNING_S,
+        help="Seconds before a shutdown that the GPU-aware culler warns: the notebook's user sees a notification in "
+        "JupyterLab with 'Keep running', and the log says it. With no page open the shutdown follows after this "
+        "time. From 0 to cull_idle_gpu_kernels_after (default 300, or the timeout when that is shorter).",
+    ).tag(config=True)
+
+    activity_interval = Float(
+        10.0,
+        help="Seconds between two looks at the kernels' GPU work (NVML's per-process utilization over this window). "
+        "A kernel whose processes, children included, compute moves its last_activity (jupyter_server's culler "
+        "spares it) and the server's (JupyterHub sees it). From 0.5 to 600.",
+    ).tag(config=True)
+
+    gpu_busy_threshold = Float(
+        5.0,
+        help="SM utilization, in percent, above which a process computes: a kernel with such a process is busy, "
+        "never culled. Memory held at this or less is idle. From 0 to 99.",
+    ).tag(config=True)
+
     host_proc = Unicode(
         help="Where the host's /proc is mounted when this server runs in a container (its own PID namespace, where "
         "NVML's PIDs are the host's): GPU processes are then mapped to local ones through it, children of kernels "
@@ -102,6 +127,11 @@ class TfgpuServer(Configurable):
         if math.isfinite(value) and (low <= value <= high or (off and value == 0)):
             return value
         raise TraitError(f"tfgpu: TfgpuServer.{name} = {value!r} is out of range: expected {_range_words(name)}")
+
+    def warning_s(self) -> float:
+        """The warning time in force: the one set, never longer than the timeout (load_options refuses that)."""
+        after = self.cull_idle_gpu_kernels_after
+        return min(self.cull_warning, after) if after > 0 else self.cull_warning
 
     def own(self) -> str:
         """'user' or 'server', 'auto' resolved."""
@@ -124,4 +154,11 @@ def load_options(server_app: Any) -> TfgpuServer:
                                  TfgpuServer.class_traits()[name].default_value)
             continue
         kept.TfgpuServer[name] = value
-    return TfgpuServer(config=kept)
+    options = TfgpuServer(config=kept)
+    after = options.cull_idle_gpu_kernels_after
+    if "cull_warning" in kept.TfgpuServer and after > 0 and options.cull_warning > after:
+        server_app.log.error("tfgpu: TfgpuServer.cull_warning = %r is out of range: expected 0 to %g seconds (at most "
+                             "cull_idle_gpu_kernels_after); using %g", options.cull_warning, after,
+                             min(DEFAULT_WARNING_S, after))
+        options.cull_warning = min(DEFAULT_WARNING_S, after)
+    return options
