@@ -1,3 +1,4 @@
 import './base.css';
 import './allgpus.css';
 import './charts.css';
+import './culler.css';
