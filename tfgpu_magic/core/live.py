@@ -11,6 +11,14 @@ other refreshes use its last reading. At most one refresher exists: one stuck in
 when a view subscribes, never doubled. The model listens to its controller: a setting refused as too late
 (by any face) refreshes the kernel section, which then carries what a restart would apply.
 
+Pausing: jupyter_server counts every comm message as kernel activity (and JupyterHub's proxy the websocket's
+traffic as the user's), so views refreshed forever would keep an idle kernel, and the GPU memory it holds, from
+ever being culled. Once no cell has run for ``pause_after`` seconds (checked in the refresher's loop: no thread of
+its own), or while every page showing a view is hidden (``set_hidden``, from the sidebar's channel), the model
+pauses: each subscriber is called once with ``{"paused": {"reason": "idle" | "hidden", "at": T}}``, then with
+nothing at all, and the refresher stops unless a watcher needs it. ``resume()`` (a cell starting, a view's Resume,
+a page shown again) calls each subscriber with the whole state, ``"paused": None`` among it, as after a subscribe.
+
 Nothing here imports IPython, ipywidgets or TensorFlow; importing this module starts nothing.
 """
 
@@ -37,6 +45,8 @@ MIN_INTERVAL, MAX_INTERVAL = 0.1, 3600.0
 MIB = 1 << 20
 FIRST_READING_WAIT_S = 0.5  # a first subscriber waits this long for NVML's first figures, not longer
 JOIN_WAIT_S = 0.2  # how long stopping waits for the refresher to end (one stuck in the driver is left to end)
+MAX_PAUSE_AFTER = 30 * 86400.0  # longer is "never" in all but name: 0 says that
+PAUSE_REASONS = ("idle", "hidden")
 
 Changes = dict[str, Any]
 
@@ -53,13 +63,26 @@ def check_interval(value: Any) -> float:
     return seconds
 
 
+def check_pause_after(value: Any) -> float:
+    """Seconds of idleness before the live views pause (0: never), or ValueError with a one-line ``tfgpu:``
+    message."""
+    seconds = math.nan
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError, OverflowError):
+            seconds = float(value)
+    if not (0 <= seconds <= MAX_PAUSE_AFTER):  # nan and inf fail here too
+        raise ValueError(f"tfgpu: bad idle pause {short_repr(value)}: expected seconds without a cell before the live "
+                         f"views pause, from 0 (never pause) to {MAX_PAUSE_AFTER:.0f} (30 days)")
+    return seconds
+
+
 class LiveModel:
     """The kernel's live state. Thread-safe; its owner (the extension, or whoever made it) calls ``stop()``.
 
     ``take`` is the snapshot function (``snapshot.take`` by default, over ``controller``); a seam for tests."""
 
     def __init__(self, controller=None, *, interval: float = 1.0, take: Callable[..., Any] | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, pause_after: float = 0.0):
         self._controller = controller
         self._listening = False
         self._take = take
@@ -83,6 +106,13 @@ class LiveModel:
         self._reading = None  # the refresher's last NVML snapshot
         self._first_reading = threading.Event()
         self._atexit = False
+        # Pausing (see the module's docstring). 0: never; the extension sets its option, a bare model has no cell
+        # hooks to tell it when the kernel is busy.
+        self._pause_after = check_pause_after(pause_after)
+        self._busy = False  # a cell runs
+        self._idle_since = clock()  # the last cell's end, or the model's making
+        self._hidden = False  # every page showing a view is hidden
+        self._paused: str | None = None  # a PAUSE_REASONS while paused
         # Counters a benchmark or a test reads.
         self.samples = 0
         self.notifications = 0
@@ -100,6 +130,20 @@ class LiveModel:
             self._interval = seconds
             self._history = deque(self._history, maxlen=self._history_len())
         self._wake.set()  # a sleeping refresher takes the new interval now
+
+    @property
+    def pause_after(self) -> float:
+        return self._pause_after
+
+    @pause_after.setter
+    def pause_after(self, value: float) -> None:
+        self._pause_after = check_pause_after(value)
+        self._wake.set()  # a shorter wait may be over already
+
+    @property
+    def paused(self) -> str | None:
+        """Why the views get nothing now (a PAUSE_REASONS), or None."""
+        return self._paused
 
     def _history_len(self) -> int:
         return max(10, math.ceil(HISTORY_S / self._interval))
@@ -124,19 +168,21 @@ class LiveModel:
     def subscribe(self, callback: Callable[[Changes], None]) -> int:
         """Call ``callback(changes)`` with the sections that changed, from the refresher thread or the thread
         that changed them. The first subscriber starts the refresher, waits a moment for its first NVML reading
-        and refreshes. Returns a token for ``unsubscribe``."""
+        and refreshes; while the model is paused it starts nothing (``state()`` then has "paused"). Returns a
+        token for ``unsubscribe``."""
         with self._lock:
             token = self._next_token
             self._next_token += 1
             first = not self._subscribers
             self._subscribers[token] = callback
-        if first:
+        if first and self._paused is None:
             from . import nvml, snapshot  # noqa: F401  (imported here, not in the refresher: see nvml.load_binding)
 
             nvml.load_binding()
             self._start()
             self._first_reading.wait(FIRST_READING_WAIT_S)  # a hung driver: the figures come when they come
             self.refresh()
+        # Paused: the view builds itself from the state as last published, "paused" in it; nothing is sampled.
         return token
 
     def unsubscribe(self, token: int) -> None:
@@ -171,6 +217,8 @@ class LiveModel:
         with self._lock:
             self._subscribers.clear()
             self._watchers.clear()
+            self._paused, self._hidden = None, False  # nobody is left to pause; the next views start afresh
+            self._state.pop("paused", None)
         self._halt()
         if self._listening:
             self._controller.unlisten(self.refused_changed)
@@ -186,7 +234,7 @@ class LiveModel:
     # -- the refresher ----------------------------------------------------------------------------------------
     def _start(self) -> None:
         with self._lock:
-            if not self._subscribers and not self._watchers:
+            if not self._watchers and (not self._subscribers or self._paused is not None):
                 return
             self._stop.clear()
             if self._thread is not None:  # still there (maybe stuck in the driver): it goes on, no second one
@@ -213,10 +261,17 @@ class LiveModel:
         # Everything this thread calls was imported by the thread that subscribed (pynvml included).
         while True:
             if not self._stop.is_set():
-                self.refresh(read_nvml=True)
-                self._tell_watchers()
+                self.pause_if_idle()
+                # Paused, only a watcher (or a first reading) is worth sampling for: its refresh tells no view.
+                if self._paused is None or self._watchers or self._reading is None:
+                    self.refresh(read_nvml=True)
+                    self._tell_watchers()
             self._first_reading.set()
-            self._wake.wait(self._interval)
+            with self._lock:
+                if self._paused is not None and not self._watchers:
+                    self._stop.set()  # nothing but paused views: stop sampling; resume() starts the refresher again
+            if not self._stop.is_set():
+                self._wake.wait(self._interval)
             self._wake.clear()
             with self._lock:  # _start reads _thread under the same lock: it either sees us go, or keeps us
                 if self._stop.is_set():
@@ -251,38 +306,99 @@ class LiveModel:
                 "error", "reading NVML: the driver has not answered the first reading yet"))
         return self.controller.nvml()
 
-    def refresh(self, *, read_nvml: bool = False) -> Changes:
-        """Sample once and notify subscribers of what changed. Never raises: a failure becomes the ``error``
-        section (which the views show) and the next refresh tries again. NVML's figures are the refresher's
-        last reading; ``read_nvml`` reads the driver now, in this thread, as the refresher does."""
+    def refresh(self, *, read_nvml: bool = False, whole: bool = False) -> Changes:
+        """Sample once and notify subscribers of what changed (``whole``: call them with every section). Never
+        raises: a failure becomes the ``error`` section (which the views show) and the next refresh tries again.
+        NVML's figures are the refresher's last reading; ``read_nvml`` reads the driver now, in this thread, as
+        the refresher does. While paused the state is kept and nobody is called."""
         try:
             if read_nvml:
                 self._reading = self.controller.nvml()
             sections = self._sample()
         except Exception as err:
             self.errors += 1
-            return self._publish({"error": _error_section(err, self.errors, self._clock())})
-        return self._publish(sections)
+            return self._publish({"error": _error_section(err, self.errors, self._clock())}, whole)
+        return self._publish(sections, whole)
 
     def refresh_failed(self, err: BaseException) -> Changes:
         """A failure outside the refresher (a per-cell hook) shown the same way: in the views, not the cell."""
         self.errors += 1
         return self._publish({"error": _error_section(err, self.errors, self._clock())})
 
-    def _publish(self, sections: dict[str, Any]) -> Changes:
+    def _publish(self, sections: dict[str, Any], whole: bool = False) -> Changes:
         with self._lock:
             changes = {k: v for k, v in sections.items() if self._state.get(k, _MISSING) != v}
             self._state.update(changes)
-            callbacks = list(self._subscribers.values()) if changes else []
+            told = dict(self._state) if whole else changes
+            callbacks = list(self._subscribers.values()) if told and self._paused is None else []
+        self._tell(callbacks, told)
+        return changes
+
+    def _tell(self, callbacks: list[Callable[[Changes], None]], told: Changes) -> None:
         for callback in callbacks:
             try:
-                callback(changes)
+                callback(told)
                 self.notifications += 1
             except Exception as err:
                 self.errors += 1
                 with self._lock:
                     self._state["error"] = _error_section(err, self.errors, self._clock())
-        return changes
+
+    # -- pausing ---------------------------------------------------------------------------------------------------
+    def pause_if_idle(self) -> str | None:
+        """Pause if no cell runs and none has for ``pause_after`` seconds (the refresher asks on each pass).
+        Returns why the model is paused now, or None."""
+        with self._lock:
+            due = (self._pause_after > 0 and self._paused is None and not self._busy and bool(self._subscribers)
+                   and self._clock() - self._idle_since >= self._pause_after)
+        if due:
+            self._pause("idle")
+        return self._paused
+
+    def set_hidden(self, hidden: bool) -> None:
+        """Every page showing a view is hidden (True), or one is shown again (False: resume, with the whole
+        state). Said by the sidebar's channel, which alone knows the pages."""
+        with self._lock:
+            was, self._hidden = self._hidden, bool(hidden)
+        if hidden and not was:
+            self._pause("hidden")
+        elif was and not hidden:
+            self.resume()
+
+    def resume(self) -> bool:
+        """Somebody looks again (a view's Resume, the sidebar's request, a page shown again): push again, each
+        view first getting the whole state, and count idleness from now. Returns whether the model was paused."""
+        with self._lock:
+            self._idle_since = self._clock()
+            self._hidden = False  # an explicit resume wins until a page says hidden again
+        return self._resume()
+
+    def _pause(self, reason: str) -> None:
+        with self._lock:
+            if self._paused is not None:
+                # Already paused: nobody is told again (not a message more), but a page shown again or a cell
+                # must know what still holds it.
+                self._paused = "hidden" if self._hidden else self._paused
+                return
+            self._paused = reason
+            told = {"paused": {"reason": reason, "at": round(self._clock(), 2)}}
+            self._state.update(told)
+            callbacks = list(self._subscribers.values())
+        self._wake.set()  # the refresher stops now, without a pass more
+        self._tell(callbacks, told)
+
+    def _resume(self) -> bool:
+        with self._lock:
+            if self._paused is None:
+                return False
+            self._paused = None
+            self._state["paused"] = None
+        self._start()  # it stopped when only paused views were left
+        if self._subscribers:
+            # The whole state now, from the last NVML reading (the refresher brings a new one at once): a cell
+            # starting never waits on the driver.
+            self.refresh(whole=True)
+        return True
 
     # -- one sample ------------------------------------------------------------------------------------------
     def _sample(self) -> dict[str, Any]:
@@ -352,6 +468,11 @@ class LiveModel:
     def cell_started(self) -> None:
         """Before a cell: once TensorFlow's runtime runs, note each allocator's current figure and reset its
         peak, so the cell's own peak can be read after it. Never starts the runtime."""
+        with self._lock:
+            self._busy = True
+            idle = self._paused == "idle"  # a hidden page stays paused: nobody sees the cell's figures
+        if idle:
+            self._resume()
         tf = _initialized_tensorflow()
         started = time.perf_counter()
         if tf is None:
@@ -369,6 +490,9 @@ class LiveModel:
     def cell_finished(self, count: int | None, success: bool = True) -> Changes:
         """After a cell: its duration, and per allocator its change of current memory and its peak. A cell
         that ran before TensorFlow's runtime started is not recorded; the one that started it is, from zero."""
+        with self._lock:
+            self._busy = False
+            self._idle_since = self._clock()
         cell, self._cell = self._cell, None
         tf = _initialized_tensorflow()
         if cell is None or tf is None:
@@ -441,4 +565,4 @@ def default_model(controller=None) -> LiveModel:
         return _default
 
 
-__all__ = ["SECTIONS", "LiveModel", "check_interval", "default_model"]
+__all__ = ["PAUSE_REASONS", "SECTIONS", "LiveModel", "check_interval", "check_pause_after", "default_model"]

@@ -31,6 +31,10 @@ class TfgpuMagics(Magics):
                               "(1 to 256; 0: leave TensorFlow's default).").tag(config=True)
     quiet = Any(False, help="Do not print a line after each configuring magic (True/False).").tag(config=True)
     refresh_interval = Any(1.0, help="Seconds between the live panel's refreshes (0.1 to 3600).").tag(config=True)
+    # Comm messages count as the kernel's activity: live views that never stop would keep an idle kernel from culling.
+    live_pause_after = Any(600, help="Seconds without a cell after which the live panel and the sidebar's kernel "
+                           "channel stop refreshing until the next cell or Resume (0 to 2592000; 0: never)."
+                           ).tag(config=True)
     log_mode = Any("quiet", help="How TensorFlow's own log shows under a cell: quiet (warnings and errors shown, "
                                  "information folded), all (every line, in one block) or raw (as without tfgpu)."
                    ).tag(config=True)
@@ -71,6 +75,7 @@ class TfgpuMagics(Magics):
             else:
                 self._live = LiveModel(self.controller)
             self._live.interval = self.refresh_interval
+            self._live.pause_after = self.live_pause_after
         return self._live
 
     # -- the panel ---------------------------------------------------------------------------------
@@ -92,7 +97,7 @@ class TfgpuMagics(Magics):
         return closed
 
     # -- traitlets ---------------------------------------------------------------------------------
-    @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval")
+    @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval", "live_pause_after")
     def _check_option(self, proposal):
         """The magic's own parsing for every option, from %config or a config file alike. A bad value
         is reported in one line and the option keeps its value: the load goes on."""
@@ -120,6 +125,11 @@ class TfgpuMagics(Magics):
     def _refresh_interval_changed(self, change):
         if self._live is not None:
             self._live.interval = change["new"]
+
+    @observe("live_pause_after")
+    def _live_pause_after_changed(self, change):
+        if self._live is not None:
+            self._live.pause_after = change["new"]
 
     @observe("log_mode")
     def _log_mode_changed(self, change):
@@ -175,6 +185,10 @@ def _option_value(name: str, value):
         from ..core.live import check_interval
 
         return check_interval(value)
+    if name == "live_pause_after":
+        from ..core.live import check_pause_after
+
+        return check_pause_after(value)
     if name == "log_mode":
         from ..core.tflog import MODES  # small, and loaded by %load_ext anyway (the placement face uses it)
 
