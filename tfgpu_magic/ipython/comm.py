@@ -8,6 +8,15 @@ that nobody looks at samples nothing. The frontend never executes code in the us
 The kernel may ask the frontend to restart it and apply settings (the panel's button): ``{"type": "request",
 "action": "restart-and-apply", "settings": {...}}``.
 
+The live model pauses (core/live.py) once the kernel has been idle for ``TfgpuMagics.live_pause_after`` seconds,
+or while the page of every open ``tfgpu`` comm is hidden: jupyter_server counts each comm message as the kernel's
+activity, so pushes that never stop would keep an idle kernel from ever being culled. Each subscribed comm then
+gets one ``{"type": "paused", "protocol": 1, "reason": "idle" | "hidden"}`` and nothing more; on resume (a cell, the
+panel's Resume, a ``resume`` or ``state`` request, a page shown again) a whole ``{"type": "state", ...}``, as after
+opening. A comm opened while the model is paused gets its state, then the ``paused`` message. The frontend says
+where its page is with ``{"request": "page", "visible": true | false}`` (its answer is nothing, or the one-line
+error); a comm that has not said counts as visible, and a closed one no longer counts.
+
 A kernel that has not run ``%load_ext tfgpu_magic`` has no such target: ipykernel closes the comm at once,
 and the sidebar offers to load the extension.
 """
@@ -25,7 +34,7 @@ from ..core.version import COMM_PROTOCOL as PROTOCOL
 TARGET = "tfgpu"
 SECTIONS = ("kernel", "memory", "cells", "placement", "error")  # the live model's history and GPUs: not here
 PLACEMENT_TAIL = 20  # records the sidebar gets: the tail of the log, not the capture's whole buffer
-REQUESTS = ("state", "pause", "resume", "validate")
+REQUESTS = ("state", "pause", "resume", "validate", "page")
 
 
 def for_sidebar(sections: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +56,11 @@ def state_message(sections: dict[str, Any]) -> dict[str, Any]:
             "setting_words": wire_words()}
 
 
+def paused_message(paused: dict[str, Any]) -> dict[str, Any]:
+    """The one message a paused live model sends a comm: why, and nothing else."""
+    return {"type": "paused", "protocol": PROTOCOL, "reason": paused["reason"]}
+
+
 def _comm_manager(shell: Any) -> Any:
     kernel = getattr(shell, "kernel", None)
     return getattr(kernel, "comm_manager", None)
@@ -59,6 +73,7 @@ class SidebarChannel:
         self.magics = magics
         self._lock = threading.Lock()
         self._open: dict[str, tuple[Any, int | None]] = {}  # comm id -> (comm, live-model token; None: paused)
+        self._hidden_pages: set[str] = set()  # comm ids whose page said it is hidden
         self._manager: Any = None
         self._listening = False  # to the controller's refusals
 
@@ -76,6 +91,7 @@ class SidebarChannel:
         with self._lock:
             comms = list(self._open.values())
             self._open.clear()
+            self._hidden_pages.clear()
         for comm, token in comms:
             if token is not None:
                 self.magics.live.unsubscribe(token)
@@ -97,6 +113,7 @@ class SidebarChannel:
             self._open[comm.comm_id] = (comm, None)
         comm.on_close(lambda msg: self._closed(comm.comm_id))
         comm.on_msg(lambda msg: self._message(comm, msg))
+        self._pages_changed()  # a page that has said nothing counts as visible: the others' hidden no longer holds
         self._subscribe(comm)
 
     def _subscribe(self, comm: Any) -> None:
@@ -107,6 +124,10 @@ class SidebarChannel:
             live.set_placement(placement.live_section())
 
         def send_changes(changes: dict[str, Any]) -> None:
+            if "paused" in changes:  # the model paused (one message), or resumed (the whole state)
+                paused = changes["paused"]
+                comm.send(paused_message(paused) if paused else state_message(changes))
+                return
             sections = for_sidebar(changes)
             if sections:
                 comm.send({"type": "changes", "protocol": PROTOCOL, "sections": sections})
@@ -115,7 +136,10 @@ class SidebarChannel:
         with self._lock:
             if comm.comm_id in self._open:
                 self._open[comm.comm_id] = (comm, token)
-        comm.send(state_message(live.state()))
+        state = live.state()
+        comm.send(state_message(state))
+        if state.get("paused"):
+            comm.send(paused_message(state["paused"]))
 
     def _unsubscribe(self, comm_id: str) -> None:
         with self._lock:
@@ -129,11 +153,20 @@ class SidebarChannel:
         self._unsubscribe(comm_id)
         with self._lock:
             self._open.pop(comm_id, None)
+            self._hidden_pages.discard(comm_id)
+        self._pages_changed()
+
+    def _pages_changed(self) -> None:
+        """Every open comm's page hidden (one at least): the live model pauses; one shown again: it resumes."""
+        with self._lock:
+            hidden = bool(self._open) and self._hidden_pages >= set(self._open)
+        self.magics.live.set_hidden(hidden)
 
     def _message(self, comm: Any, msg: dict) -> None:
-        """The frontend's requests: ``state`` (every section again), ``pause`` (the sidebar is hidden: stop
-        sending, and sampling if nobody else looks), ``resume``, and ``validate`` (saved settings, checked by
-        the magics' own parsers, applying nothing).
+        """The frontend's requests: ``state`` (every section again, and the live model resumes), ``pause`` (the
+        sidebar is hidden in a visible page: stop sending, and sampling if nobody else looks), ``resume`` (this
+        comm, and the live model), ``page`` (the browser page is hidden or visible: see the module's docstring),
+        and ``validate`` (saved settings, checked by the magics' own parsers, applying nothing).
 
         With ipykernel 7 and JupyterLab 4.6 these run on a kernel subshell's thread, beside a running cell
         (``import tensorflow``, a ``%tfgpu`` change, the start-up apply): each answer reads what it needs in one
@@ -150,12 +183,28 @@ class SidebarChannel:
             return
         request = data.get("request")
         if request == "state":
-            comm.send(state_message(self.magics.live.state()))
+            with self._lock:
+                subscribed = self._open.get(comm.comm_id, (None, None))[1] is not None
+            # A resumed model has sent every subscribed view its state already: this one needs no second.
+            if not (self.magics.live.resume() and subscribed):
+                comm.send(state_message(self.magics.live.state()))
         elif request == "pause":
             self._unsubscribe(comm.comm_id)
         elif request == "resume":
             self._unsubscribe(comm.comm_id)
+            self.magics.live.resume()
             self._subscribe(comm)
+        elif request == "page":
+            visible = data.get("visible")
+            if not isinstance(visible, bool):
+                comm.send({"type": "error", "protocol": PROTOCOL,
+                           "message": f"tfgpu: bad \"visible\" {short_repr(visible)} in a page request: expected true "
+                                      "or false, as in {\"request\": \"page\", \"visible\": false}"})
+                return
+            with self._lock:
+                if comm.comm_id in self._open:
+                    (self._hidden_pages.discard if visible else self._hidden_pages.add)(comm.comm_id)
+            self._pages_changed()
         elif request == "validate":
             from ..core.saved import check  # the magics' parsers: loaded when a sidebar first checks
 

@@ -8,6 +8,10 @@ magic does (core/changes.py parses, context.configure applies), so a value the m
 message, here, and changes nothing; a refusal as too late shows "Restart kernel and apply", as one from any face
 does.
 
+While the live model is paused (the kernel idle for ``TfgpuMagics.live_pause_after`` seconds, or every page with
+the sidebar hidden: core/live.py) a panel sends nothing but one line, "paused: ...", with a Resume button; a cell,
+that button or an Apply resumes it, and it takes the whole state again.
+
 The Settings tab is a form on one grid (a label column as wide as its longest label, so none is ever cut): each
 input shows the value in force, from the controller's state (a value it refused never stays in an input), with
 what became of it under it in the vocabulary's words (core/words.py); why inputs are disabled is said once, above
@@ -63,6 +67,11 @@ def controls() -> list[tuple[str, Control]]:
                                                                                           _PLACEMENT_CONTROL)]
 
 
+PAUSED = {  # the live model's pause reasons (core/live.PAUSE_REASONS), as the panel says them
+    "idle": "paused: the kernel is idle, so this panel sends nothing (an idle kernel can then be shut down by the "
+            "server's culler); the next cell or Resume refreshes it again",
+    "hidden": "paused: the page is hidden, so this panel sends nothing; it refreshes again when the page is shown",
+}
 FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
          "them before its first operation (or `%tfgpu export` for a script).")
 NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
@@ -196,6 +205,17 @@ class Panel(widgets.VBox):
                                        layout=widgets.Layout(width="auto", display="none", align_self="flex-start",
                                                              margin="8px 0 0 0"))
         self._restart.on_click(lambda _: self.restart_and_apply())
+        # While paused: one line and Resume, each made once; pausing and resuming set only the box's children, so
+        # each is one comm message per view.
+        resume = widgets.Button(description="Resume", tooltip="refresh this panel again (it pauses again after "
+                                "the idle time without a cell)",
+                                layout=widgets.Layout(width="auto", margin="0 0 0 10px"))
+        resume.on_click(lambda _: self.resume())
+        self._paused_lines = {reason: widgets.HTML(value=live_html.message_html(text, False))
+                              for reason, text in PAUSED.items()}
+        self._resume = resume
+        self._pause_widgets = [*self._paused_lines.values(), resume]
+        self._paused_box = widgets.HBox([], layout=widgets.Layout(align_items="center"))
         tabs = widgets.Tab(children=[
             widgets.VBox([html["memory"], html["chart"]]),
             html["devices"],
@@ -207,7 +227,8 @@ class Panel(widgets.VBox):
         # `jupyter-widgets-disconnected` and keeps it on screen with its old figures; the rule then shows this line.
         dead = widgets.HTML(value=DEAD_NOTE_HTML, layout=widgets.Layout(margin="0"))
         dead.add_class("tfgpu-dead")
-        super().__init__(children=[dead, html["header"], tabs, widgets.HBox([html["error"], close])], **kwargs)
+        super().__init__(children=[dead, html["header"], self._paused_box, tabs, widgets.HBox([html["error"], close])],
+                         **kwargs)
         self.add_class("tfgpu-panel")
         self._state: dict[str, Any] = {}
         self._render_lock = threading.Lock()  # the refresher and a cell's end may both hand over changes
@@ -258,6 +279,7 @@ class Panel(widgets.VBox):
         value = self._inputs[name].value if value is None else value
         line = f"{name} {value or ''}".strip()
         self._say("")  # the last action's message goes with the next action
+        self.model.resume()  # somebody uses the panel: it refreshes again
         out = io.StringIO()
         refused = False
         try:
@@ -291,6 +313,10 @@ class Panel(widgets.VBox):
                     f"(Kernel > Restart Kernel), then run this cell first:\n{first_cell({'settings': wanted})}")
         self._say(text)
         return text
+
+    def resume(self) -> None:
+        """The Resume button: the model refreshes every view again, this one with the whole state."""
+        self.model.resume()
 
     def _say(self, text: str, refused: bool = False) -> None:
         self._html["message"].value = live_html.message_html(text, refused)
@@ -362,6 +388,10 @@ class Panel(widgets.VBox):
                 self._sync_inputs()
         if "error" in changes:
             html["error"].value = live_html.error_html(state.get("error"))
+        if "paused" in changes:
+            paused = changes["paused"]
+            line = self._paused_lines.get(paused["reason"]) if paused else None
+            self._paused_box.children = (line, self._resume) if line is not None else ()
 
     def _enable_controls(self, kernel: dict) -> None:
         self._restart.layout.display = "" if kernel.get("refused") else "none"
@@ -414,7 +444,8 @@ class Panel(widgets.VBox):
         if token is not None:
             self.model.unsubscribe(token)
         _open.discard(self)
-        for widget in list(_descendants(self)):  # ipywidgets does not close a box's children with it
+        # ipywidgets does not close a box's children with it; the pause's widgets are children only while paused.
+        for widget in [*_descendants(self), *getattr(self, "_pause_widgets", ())]:
             widget.close()
         super().close()
 
