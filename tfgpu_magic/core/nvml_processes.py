@@ -12,9 +12,9 @@ from typing import Any
 
 from . import pidns
 from .nvml_calls import MIB, NVML_NOT_SUPPORTED, field_error
+from .nvml_values import GpuProcess, Unavailable, combined_type
 
 NVML_NOT_FOUND = 6  # nvmlDeviceGetProcessUtilization: no sample since the timestamp (nothing computed)
-from .nvml_values import GpuProcess, Unavailable, combined_type
 
 # How far back a reading looks in NVML's per-process utilization samples: the idle test's window (the server sets it
 # to its activity interval, so consecutive readings cover all the time between them).
