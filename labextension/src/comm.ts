@@ -144,7 +144,7 @@ export class NotebookLink {
   }
 
   /**
-   * Why the kernel paused its live pushes ("idle": idle `live_pause_after` seconds; "page": no page of it shown),
+   * Why the kernel paused its live pushes ("idle": idle `live_pause_after` seconds; "hidden": no page of it shown),
    * from its `paused` message until its next `state`; null while it pushes.
    */
   get kernelPaused(): string | null {

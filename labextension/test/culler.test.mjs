@@ -286,7 +286,7 @@ test("the kernel's pause: its reason read from a `paused` message; any other mes
   assert.equal(pausedReason({ type: 'something-new' }), null);
   assert.equal(pausedReason(null), null);
   assert.equal(pausedLine('idle'), 'paused: the kernel is idle');
-  assert.match(pausedLine('page'), /no page/);
+  assert.equal(pausedLine('hidden'), 'paused: the page is hidden');
   assert.equal(pausedLine('other'), 'paused by the kernel');
 });
 

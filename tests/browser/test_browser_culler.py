@@ -7,7 +7,9 @@ makes the fake NVML list that notebook's kernel on GPU 1, holding 4096 MiB at 0%
 rule. Checked: the warning reaches the page as a notification naming the notebook while the kernel is alive; after
 the shutdown the sidebar says so, and still does after a page load; "Keep running" (the notification's button,
 then the sidebar's) keeps the kernel past the time it would have been shut down, closes that notification at once,
-and a later warning (idle that long again) is one new notification.
+and a later warning (idle that long again) is one new notification. And the kernel's pause: the sidebar's kernel
+channel says when the kernel stops its pushes (idle, or the page hidden: the link tells the kernel) and when they
+start again.
 
 Screenshots in the light and dark themes (the page with a warning in the sidebar and its notification, the
 notification alone, the sidebar's "shut down" line) go to the test's tmp folder and, when TFGPU_SCREENSHOTS names
@@ -32,6 +34,7 @@ from labsession import (
     kernel_pid,
     open_notebook,
     require_browser,
+    run_cell,
     set_theme,
     watched_page,
     write_notebook,
@@ -80,7 +83,7 @@ def culler_lab(fake_nvml_lib, tmp_path_factory):
     args = [f"--TfgpuServer.cull_idle_gpu_kernels_after={AFTER_S}", f"--TfgpuServer.cull_warning={WARNING_S}",
             "--TfgpuServer.cull_interval=0.5", "--TfgpuServer.activity_interval=1"]
     with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={}), extra_args=args) as lab:
-        for name in ("train.ipynb", "keep.ipynb"):
+        for name in ("train.ipynb", "keep.ipynb", "pause.ipynb"):
             write_notebook(lab.root / name)
         yield CullerLab(lab, config)
 
@@ -224,3 +227,43 @@ def test_keep_running_keeps_the_kernel_past_its_shutdown(page, culler_lab, tmp_p
     finally:
         write_config(culler_lab.config_path, holding(None))  # nothing held: not culled behind the next test
         set_theme(page, "JupyterLab Light")
+
+
+def set_page_visible(page, visible: bool) -> None:
+    """The browser tab hidden or shown, as the page sees it (``document.visibilityState`` and its event): headless
+    Chromium has no tab to hide."""
+    page.evaluate(
+        """visible => {
+            const state = visible ? 'visible' : 'hidden';
+            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
+            Object.defineProperty(document, 'hidden', {configurable: true, get: () => !visible});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }""",
+        visible,
+    )
+
+
+def test_the_sidebar_says_when_the_kernel_pauses_its_pushes(page, culler_lab):
+    """Idle ``live_pause_after`` seconds, the kernel pauses its live pushes and the sidebar says so ("paused: the kernel
+    is idle"); a cell resumes them. The page hidden, the link tells the kernel, which pauses ("paused: the page is
+    hidden"), and shown again, resumes. No GPU memory held here: the culler leaves this kernel alone."""
+    from playwright.sync_api import expect
+
+    set_theme(page, "JupyterLab Light")
+    open_notebook(page, "pause.ipynb")
+    sidebar = open_sidebar(page)
+    run_cell(page, 0, "%load_ext tfgpu_magic\n%config TfgpuMagics.live_pause_after = 3", count=1)
+    section = sidebar.locator(".tfgpu-this-notebook")
+    paused = section.locator(".tfgpu-link-paused")
+    expect(section.locator(".tfgpu-link-status")).to_have_count(0, timeout=30_000)  # connected: the kernel answered
+    expect(paused).to_have_text("paused: the kernel is idle", timeout=20_000)
+    # A cell: the kernel pushes its whole state again, and never pauses for idleness now.
+    run_cell(page, 0, "%config TfgpuMagics.live_pause_after = 0", count=2)
+    expect(paused).to_have_count(0, timeout=20_000)
+
+    set_page_visible(page, False)
+    expect(paused).to_have_text("paused: the page is hidden", timeout=20_000)
+    set_page_visible(page, True)
+    expect(paused).to_have_count(0, timeout=20_000)
+    page.wait_for_timeout(4000)  # idle well past 3 s: no idle pause any more
+    expect(paused).to_have_count(0)

@@ -371,7 +371,7 @@ export function releasedLines(culler: CullerInfo | null, dismissed: DismissedRel
 // -- the kernel's pause ----------------------------------------------------------------------------------------------
 
 /**
- * A comm message saying the kernel paused its live pushes: `{"type": "paused", "reason": "idle" | "page"}`. Returns
+ * A comm message saying the kernel paused its live pushes: `{"type": "paused", "reason": "idle" | "hidden"}`. Returns
  * the reason ("" for one it did not name), or null for any other message.
  */
 export function pausedReason(data: unknown): string | null {
@@ -387,8 +387,8 @@ export function pausedLine(reason: string, trans: Trans = plainTrans): string {
   if (reason === 'idle') {
     return trans.__('paused: the kernel is idle');
   }
-  if (reason === 'page') {
-    return trans.__('paused: no page of this kernel is shown');
+  if (reason === 'hidden' || reason === 'page') {
+    return trans.__('paused: the page is hidden');
   }
   return trans.__('paused by the kernel');
 }
