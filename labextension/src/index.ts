@@ -1,6 +1,6 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
-import { INotebookTracker } from '@jupyterlab/notebook';
+import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
@@ -51,6 +51,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // The server's answer, polled once for the page: the sidebar and the status-bar item read it, each saying
     // when it needs it; the start's apply reads the settings' names from it.
     const feed = new GpuFeed({ request: query => requestAPI<unknown>(API_GPUS, {}, undefined, query) });
+    // A cell run from this page: its kernel is busy from now, so the feed leaves the idle interval at once rather
+    // than at its next idle tick (the status bar follows the memory the cell takes).
+    NotebookActions.executionScheduled.connect(() => feed.wake());
     // Every open notebook's saved settings apply at each start of its kernel, whether the sidebar shows or not.
     const applier = tracker ? new StartApplier(tracker, trans, feed) : null;
     // The GPU-aware culler's warnings as notifications with "Keep running", whether the sidebar shows or not.

@@ -267,3 +267,30 @@ def test_the_sidebar_says_when_the_kernel_pauses_its_pushes(page, culler_lab):
     expect(paused).to_have_count(0, timeout=20_000)
     page.wait_for_timeout(4000)  # idle well past 3 s: no idle pause any more
     expect(paused).to_have_count(0)
+
+
+def test_an_idle_server_is_asked_less_often_until_a_cell_runs(fake_nvml_lib, tmp_path):
+    """No culler, every kernel idle: the page (status-bar item on, sidebar closed) asks every idleRefreshInterval
+    (60 s) instead of every 2 s; a cell run from the page brings the usual interval back at once."""
+    from playwright.sync_api import expect
+
+    require_browser()
+    config = write_config(tmp_path / "fake_nvml.cfg", holding(None))
+    with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={})) as lab:
+        write_notebook(lab.root / "quiet.ipynb")
+        with watched_page(lab) as page:
+            asked: list[float] = []
+            page.on("request", lambda r: asked.append(time.monotonic()) if "/tfgpu/api/gpus" in r.url else None)
+            open_notebook(page, "quiet.ipynb")
+            page.wait_for_timeout(3000)  # the first answers (every kernel idle) set the pace
+            expect(page.locator(SIDEBAR)).to_be_hidden()
+            start = time.monotonic()
+            page.wait_for_timeout(10_000)
+            quiet = [t for t in asked if t >= start]
+            assert len(quiet) <= 1, f"{len(quiet)} requests in 10 s while every kernel is idle"
+            before = len(asked)
+            ran = time.monotonic()
+            run_cell(page, 0, "import time; time.sleep(3)", count=1)
+            busy = [t for t in asked[before:] if t >= ran]
+            assert busy and busy[0] - ran < 2, "the cell did not bring the usual interval back at once"
+            assert len(busy) >= 2, f"{len(busy)} requests while the cell ran 3 s"
