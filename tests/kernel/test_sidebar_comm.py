@@ -131,7 +131,7 @@ def test_the_channel_in_a_kernel_without_then_with_the_extension(frontend):
     assert next(m for m in again if m.get("type") == "state")["sections"]["kernel"]["settings"][0]["setting"] == "cpus"
     frontend.message(comm_id, {"request": "<img src=x>"})
     error = next(m for m in frontend.comm_messages(comm_id, _first("error")) if m.get("type") == "error")
-    assert error["message"] == "tfgpu: unknown request '<img src=x>'; valid: state, pause, resume, validate"
+    assert error["message"] == "tfgpu: unknown request '<img src=x>'; valid: state, pause, resume, validate, page"
 
     # Saved settings checked by the magics' own parsers, applying nothing.
     frontend.message(comm_id, {"request": "validate", "id": 7, "settings": {"cpus": "0", "limit": "2XB",
@@ -233,7 +233,7 @@ def test_a_request_that_is_not_an_object_gets_the_one_line_error_and_no_tracebac
             assert error["message"].startswith("tfgpu: a request is an object such as {\"request\": \"state\"}, not "
                                                f"{type(payload).__name__} "), error
             assert "\n" not in error["message"] and error["message"].endswith("valid requests: state, pause, resume, "
-                                                                               "validate")
+                                                                               "validate, page")
             fe.message(comm_id, {"request": "state"})  # the channel still answers
             assert fe.comm_messages(comm_id, _first("state"))
         finally:
