@@ -16,7 +16,8 @@ import time
 
 import pytest
 from fakenvml import MIB, fake_env, three_gpus
-from serverapi import get_gpus, start_notebook_session
+from prometheus_client.parser import text_string_to_metric_families
+from serverapi import get_gpus, get_metrics, start_notebook_session
 
 pytestmark = [pytest.mark.server, pytest.mark.kernel]
 
@@ -53,6 +54,14 @@ def _holding(config: dict, pid: int, sm: int) -> dict:
     return config
 
 
+def _idle_metric(metrics: tuple[str, str], kernel_id: str) -> float | None:
+    for family in text_string_to_metric_families(metrics[1]):
+        for sample in family.samples:
+            if sample.name == "tfgpu_kernel_idle_seconds" and sample.labels["kernel_id"] == kernel_id:
+                return sample.value
+    return None
+
+
 def _kernel(doc: dict, kernel_id: str) -> dict | None:
     return next((k for k in doc["kernels"] if k["id"] == kernel_id), None)
 
@@ -82,6 +91,8 @@ async def test_a_child_computing_keeps_its_idle_kernel_and_at_zero_it_is_warned_
         assert activity["state"] == "gpu_busy" and activity["child"] is True and activity["pid"] == child
         assert activity["text"] == f"busy on GPU 1 (child pid {child}, 100% SM)"
         assert doc["all_idle"] is False
+        assert _kernel(doc, kernel_id)["idle_s"] is None  # one definition of idle: the kernel's figure is the rule's
+        assert _idle_metric(await get_metrics(jp_fetch), kernel_id) == 0.0
         # Its GPU work is activity: the kernel's (jupyter_server's culler) and the server's (JupyterHub).
         now = datetime.datetime.now(datetime.timezone.utc)
         kernel = manager.get_kernel(kernel_id)
@@ -100,6 +111,7 @@ async def test_a_child_computing_keeps_its_idle_kernel_and_at_zero_it_is_warned_
                 warned_at, warning = time.monotonic(), doc["culler"]["warnings"][0]
                 assert _kernel(doc, kernel_id)["activity"]["text"].startswith("idle ")
                 assert _kernel(doc, kernel_id)["activity"]["text"].endswith("· holds 4.0 GiB")
+                assert _idle_metric(await get_metrics(jp_fetch), kernel_id) >= 6.0 - 3.0 - 1.0
             await asyncio.sleep(0.2)
         shut_at = time.monotonic()
         assert warned_at is not None, "shut down without a warning in any answer"
@@ -207,3 +219,43 @@ async def test_a_kept_kernel_is_not_warned_again_until_idle_a_whole_timeout_more
         await asyncio.sleep(0.2)
     assert kernel_id in manager.list_kernel_ids()
     client.stop_channels()
+
+
+JUPYTER_CULLER = {"ServerApp": {"jpserver_extensions": {"tfgpu_magic": True}},
+                  "MappingKernelManager": {"cull_idle_timeout": 5, "cull_interval": 1},
+                  "TfgpuServer": {"snapshot_max_age": 0.0, "history_interval": 0.0, "activity_interval": 0.5}}
+
+
+@pytest.mark.parametrize("jp_server_config", [JUPYTER_CULLER])
+async def test_jupyter_servers_own_culler_spares_a_kernel_whose_child_computes(jp_fetch, jp_serverapp, fake_gpus):
+    """tfgpu's culler off, jupyter_server's on (cull_idle_timeout 5 s): the kernel whose background child computes
+    on the GPU outlives the timeout several times over; the one whose child holds memory at 0 % is culled."""
+    manager = jp_serverapp.kernel_manager
+    jp_serverapp.web_app.settings["tfgpu_extension"].start()
+    children = {}
+    clients = []
+    for name in ("computing", "holding"):
+        kernel_id = await start_notebook_session(jp_fetch, f"{name}.ipynb")
+        client = await _client(jp_serverapp, kernel_id)
+        clients.append(client)
+        children[name] = (kernel_id, int(await _run(client, (
+            "import subprocess, sys\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\nprint(child.pid)"))))
+    try:
+        config = three_gpus()
+        config["gpus"][1]["processes"] = [{"pid": children["computing"][1], "used": 4096 * MIB, "sm": 90},
+                                          {"pid": children["holding"][1], "used": 4096 * MIB, "sm": 0}]
+        fake_gpus.write(config)
+        started = time.monotonic()
+        while children["holding"][0] in manager.list_kernel_ids():
+            assert time.monotonic() - started < 30, "jupyter_server's culler never culled the idle kernel"
+            await get_gpus(jp_fetch)
+            await asyncio.sleep(0.5)
+        await asyncio.sleep(12)  # more than twice the timeout
+        assert children["computing"][0] in manager.list_kernel_ids(), "jupyter_server culled a kernel at work"
+    finally:
+        for client in clients:
+            client.stop_channels()
+        for _, pid in children.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

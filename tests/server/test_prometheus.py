@@ -103,7 +103,14 @@ def test_prometheus_scrapes_gpu_and_notebook_memory(fake_nvml_lib, tmp_path):
         session = lab.api("POST", "/api/sessions", {"path": "work/train.ipynb", "name": "train.ipynb",
                                                     "type": "notebook", "kernel": {"name": "python3"}})
         kernel_id = session["kernel"]["id"]
-        pid = next(k["pid"] for k in lab.api("GET", "/tfgpu/api/gpus")["kernels"] if k["id"] == kernel_id)
+        deadline = time.monotonic() + 30
+        while True:  # an answer shared from just before the kernel started does not list it yet
+            kernels = lab.api("GET", "/tfgpu/api/gpus")["kernels"]
+            pid = next((k["pid"] for k in kernels if k["id"] == kernel_id), None)
+            if pid is not None:
+                break
+            assert time.monotonic() < deadline, "the new kernel never appeared in tfgpu/api/gpus"
+            time.sleep(0.2)
         config["gpus"][1]["processes"] = [{"pid": pid, "used": 3072 * MIB}]
         write_config(path, config)
         prometheus = Prometheus(tmp_path, lab.port, lab.token, "/tfgpu/api/metrics")

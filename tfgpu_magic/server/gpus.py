@@ -190,10 +190,13 @@ def gpu_document(
         gpus.append(out)
     work = idle.gpu_work(whose.devices, busy_threshold)
     for kernel in kernels:
+        clocked = "idle_since" in kernel  # the server's execution clock (server/activity.py) knows this kernel
         since = kernel.pop("idle_since", None)
         running = bool(kernel.pop("running", False))
         idle_s = max(0.0, now - since) if isinstance(since, (int, float)) else None
         kernel["activity"] = idle.describe(running=running, idle_s=idle_s, work=work.get(kernel.get("id")))
+        if clocked:  # one definition of idle: the kernel's idle_s (and the metric) is the activity's
+            kernel["idle_s"] = kernel["activity"]["idle_s"]
     no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
     kernel_note = ""
     if no_pid:

@@ -158,9 +158,11 @@ def collect(document: dict[str, Any]) -> list[Metric]:
     for kernel_id in sorted({key[2] for key in held}):
         kernel = kernels.get(kernel_id, {})
         idle = kernel.get("idle_s")
-        gauges.add("tfgpu_kernel_idle_seconds", "Seconds a kernel holding GPU memory has been idle (0 while busy)",
-                   KERNEL_LABELS, (kernel_id, notebook_of(kernel)),
-                   idle if idle is not None else (0 if kernel.get("execution_state") else None))
+        state = (kernel.get("activity") or {}).get("state")
+        busy = state in ("running", "gpu_busy") if state else bool(kernel.get("execution_state"))
+        gauges.add("tfgpu_kernel_idle_seconds", "Seconds a kernel holding GPU memory has been idle: no cell run and "
+                   "no GPU work (0 while busy)", KERNEL_LABELS, (kernel_id, notebook_of(kernel)),
+                   idle if idle is not None else (0 if busy else None))
     return [info, *gauges.families.values()]
 
 
