@@ -35,6 +35,7 @@ from labsession import (
     open_notebook,
     require_browser,
     run_cell,
+    set_page_visible,
     set_theme,
     watched_page,
     write_notebook,
@@ -227,20 +228,6 @@ def test_keep_running_keeps_the_kernel_past_its_shutdown(page, culler_lab, tmp_p
     finally:
         write_config(culler_lab.config_path, holding(None))  # nothing held: not culled behind the next test
         set_theme(page, "JupyterLab Light")
-
-
-def set_page_visible(page, visible: bool) -> None:
-    """The browser tab hidden or shown, as the page sees it (``document.visibilityState`` and its event): headless
-    Chromium has no tab to hide."""
-    page.evaluate(
-        """visible => {
-            const state = visible ? 'visible' : 'hidden';
-            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
-            Object.defineProperty(document, 'hidden', {configurable: true, get: () => !visible});
-            document.dispatchEvent(new Event('visibilitychange'));
-        }""",
-        visible,
-    )
 
 
 def test_the_sidebar_says_when_the_kernel_pauses_its_pushes(page, culler_lab):

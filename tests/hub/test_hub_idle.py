@@ -8,9 +8,8 @@
   one poll interval, that of bob's server, the same server without tfgpu (its server and lab extensions disabled in
   his ~/.jupyter), measured in the same run.
 
-Headless Chromium keeps every page "visible" (minimising or a tab in front changes nothing), so hiding a page is
-done as the browser reports it: document.hidden / visibilityState read "hidden" and a visibilitychange event is
-dispatched; every poller (JupyterLab's and tfgpu's) then reads it as a real hidden tab."""
+Headless Chromium keeps every page "visible", so a page is hidden as the browser reports it (labsession's
+``set_page_visible``)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,15 @@ import time
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from hubsession import Hub, require_hub
-from labsession import CHROMIUM, CHROMIUM_ARGS, open_notebook, require_browser, run_cell, write_notebook
+from labsession import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    open_notebook,
+    require_browser,
+    run_cell,
+    set_page_visible,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.hub
 
@@ -30,12 +37,6 @@ SIDEBAR_TAB = '.jp-SideBar [data-id="tfgpu-sidebar"]'
 # The longest of JupyterLab's own polls that go on in a hidden tab (the user's identity, the kernel specs): the
 # Hub's activity of two servers whose pages were hidden at once differs by at most this.
 JUPYTERLAB_POLL_S = 61.0
-HIDE = """() => {
-  for (const [name, value] of [['hidden', true], ['visibilityState', 'hidden']]) {
-    Object.defineProperty(document, name, {configurable: true, get: () => value});
-  }
-  document.dispatchEvent(new Event('visibilitychange'));
-}"""
 
 
 def _time(stamp: str | None) -> float:
@@ -126,6 +127,18 @@ def _kernel_activity(hub: Hub, kernel_id: str) -> str:
     return json.loads(body)["last_activity"]
 
 
+def _activity_while_figures_change(hub: Hub, page, kernel_id: str, seconds: int) -> list[str]:
+    """jupyter_server's last_activity of the kernel, read each second while GPU 1's utilization changes (what a
+    live panel pushes)."""
+    seen = []
+    for _ in range(seconds):
+        hub.config["gpus"][1]["utilization_gpu"] = (hub.config["gpus"][1].get("utilization_gpu", 0) + 1) % 100
+        write_config(hub.path, hub.config)
+        seen.append(_kernel_activity(hub, kernel_id))
+        page.wait_for_timeout(1000)
+    return seen
+
+
 def test_an_open_sidebar_and_panel_pause_and_a_hidden_page_costs_what_jupyterlab_costs(hub):
     require_browser()
     from playwright.sync_api import sync_playwright
@@ -138,6 +151,10 @@ def test_an_open_sidebar_and_panel_pause_and_a_hidden_page_costs_what_jupyterlab
             alice = _login(browser, hub, "alice")
             bob = _login(browser, hub, "bob")
             assert bob.locator(SIDEBAR_TAB).count() == 0  # bob's JupyterLab has no tfgpu
+            frames: list[float] = []  # when the kernel's comm messages reached alice's page (its websocket is opened
+            # with the notebook: listened to from before)
+            alice.on("websocket", lambda ws: ws.on(
+                "framereceived", lambda f: frames.append(time.time()) if '"comm_msg"' in str(f) else None))
             alice.click(SIDEBAR_TAB)
             alice.wait_for_selector(f"{SIDEBAR} .tfgpu-gpu", timeout=60_000)
             open_notebook(alice, "panel.ipynb")
@@ -146,31 +163,17 @@ def test_an_open_sidebar_and_panel_pause_and_a_hidden_page_costs_what_jupyterlab
             alice.locator(".jp-OutputArea-output").first.wait_for(state="visible", timeout=60_000)
             kernel_id = json.loads(hub.request("GET", "/user/alice/api/sessions", hub.tokens["alice"])[1])[0][
                 "kernel"]["id"]
-            frames: list[float] = []
-            alice.on("websocket", lambda ws: ws.on(
-                "framereceived", lambda f: frames.append(time.time()) if '"comm_msg"' in str(f) else None))
             # The figures change each second: a live panel pushes them while the kernel is young...
-            started = time.time()
-            moving = []
-            for step in range(6):
-                hub.config["gpus"][1]["utilization_gpu"] = 10 + step
-                write_config(hub.path, hub.config)
-                moving.append(_kernel_activity(hub, kernel_id))
-                alice.wait_for_timeout(1000)
+            moving = _activity_while_figures_change(hub, alice, kernel_id, 6)
             assert len(set(moving)) > 1, "the panel's pushes did not move the kernel's activity to begin with"
+            assert frames, "no comm message reached the page to begin with"
             # ... and nothing once the kernel has been idle live_pause_after (8 s) after its cell.
             alice.wait_for_function("() => /paused: the kernel is idle/.test(document.body.innerText)",
                                     timeout=30_000)
             paused_at = time.time()
-            still = []
-            for step in range(8):
-                hub.config["gpus"][1]["utilization_gpu"] = 40 + step
-                write_config(hub.path, hub.config)
-                still.append(_kernel_activity(hub, kernel_id))
-                alice.wait_for_timeout(1000)
+            still = _activity_while_figures_change(hub, alice, kernel_id, 8)
             assert len(set(still[1:])) == 1, still  # one last message at the pause, then none
             assert not [t for t in frames if t > paused_at + 1.5], "comm messages after the pause"
-            assert started < paused_at
 
             # Both pages hidden at once: tfgpu asks nothing more (one request in flight may still land), and what
             # JupyterLab itself still asks (its user and kernel-spec polls, which go on in a hidden tab) is the same
@@ -182,8 +185,8 @@ def test_an_open_sidebar_and_panel_pause_and_a_hidden_page_costs_what_jupyterlab
                     "framesent", lambda f, who=who: traffic.append((time.time(), who, f"ws {str(f)[:200]}"))))
             frames.clear()
             hidden_at = time.time()
-            alice.evaluate(HIDE)
-            bob.evaluate(HIDE)
+            set_page_visible(alice, False)
+            set_page_visible(bob, False)
             alice.wait_for_timeout(30_000)
             last = {u: _time(hub.server_activity(u)) for u in ("alice", "bob")}
             late = [t for t in traffic if t[0] > hidden_at + 3 and "/tfgpu/" in t[2]]

@@ -69,7 +69,7 @@ async def test_only_idle_kernels_holding_gpu_memory_are_shut_down(jp_fetch, jp_s
 
 async def test_the_culler_is_off_by_default(jp_serverapp):
     culler = jp_serverapp.web_app.settings["tfgpu_extension"].culler
-    assert culler.after == 0 and culler._task is None
+    assert culler.after == 0 and not culler.running
 
 
 def test_gpu_holders_count_mig_devices_once():

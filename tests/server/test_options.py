@@ -75,19 +75,24 @@ async def test_a_server_configured_out_of_range_serves_with_the_defaults(jp_serv
     assert options.snapshot_max_age == 0.0  # a value in range is kept
 
 
-def test_each_value_out_of_range_is_one_log_line_and_the_rest_is_kept():
-    # As the command line gives them (--TfgpuServer.cull_interval=nan): text that traitlets reads.
-    section = {"history_interval": math.inf, "cull_interval": DeferredConfigString("nan"), "history_seconds": 120.0,
-               "show_other_users": False, "stale_after": DeferredConfigString("soon")}
+def _loaded(section: dict) -> tuple[TfgpuServer, list[str]]:
+    """The options a server with this ``c.TfgpuServer`` section gets, and the lines it logs."""
     app = SimpleNamespace(config=Config({"TfgpuServer": section}), log=logging.getLogger("test_options"))
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())
     app.log.addHandler(handler)
     try:
-        options = load_options(app)
+        return load_options(app), lines
     finally:
         app.log.removeHandler(handler)
+
+
+def test_each_value_out_of_range_is_one_log_line_and_the_rest_is_kept():
+    # As the command line gives them (--TfgpuServer.cull_interval=nan): text that traitlets reads.
+    section = {"history_interval": math.inf, "cull_interval": DeferredConfigString("nan"), "history_seconds": 120.0,
+               "show_other_users": False, "stale_after": DeferredConfigString("soon")}
+    options, lines = _loaded(section)
     assert lines == [
         "tfgpu: TfgpuServer.history_interval = inf is out of range: expected 0 (off) or 0.5 to 3600 seconds; "
         "using the default, 2.0",
@@ -100,16 +105,7 @@ def test_each_value_out_of_range_is_one_log_line_and_the_rest_is_kept():
 
 @pytest.mark.parametrize(("after", "warning", "kept"), [(600.0, 900.0, 300.0), (60.0, 61.0, 60.0)])
 def test_a_warning_longer_than_the_timeout_is_refused_naming_both(after, warning, kept):
-    section = {"cull_idle_gpu_kernels_after": after, "cull_warning": warning}
-    app = SimpleNamespace(config=Config({"TfgpuServer": section}), log=logging.getLogger("test_options_warning"))
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())
-    app.log.addHandler(handler)
-    try:
-        options = load_options(app)
-    finally:
-        app.log.removeHandler(handler)
+    options, lines = _loaded({"cull_idle_gpu_kernels_after": after, "cull_warning": warning})
     assert len(lines) == 1 and "\n" not in lines[0], lines
     assert lines[0].startswith(f"tfgpu: TfgpuServer.cull_warning = {warning!r} is out of range: expected 0 to "
                                f"{after:g} seconds (at most cull_idle_gpu_kernels_after)")

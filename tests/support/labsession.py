@@ -598,3 +598,19 @@ def open_workspace(lab: Lab, page, workspace: str | None) -> None:
     nothing the sidebar kept in the workspace)."""
     where = f"/lab/workspaces/{workspace}" if workspace else "/lab"
     page.goto(f"{lab.url}{where}?reset")
+
+
+def set_page_visible(page, visible: bool) -> None:
+    """The browser tab hidden or shown, as the page sees it: ``document.hidden`` and ``visibilityState`` read so and a
+    ``visibilitychange`` is dispatched, as a background tab reports it. Headless Chromium has no tab to hide
+    (minimising its window or a tab in front leaves every page "visible"), so every poller (JupyterLab's, tfgpu's)
+    reads this as it reads a real hidden tab."""
+    page.evaluate(
+        """visible => {
+            const state = visible ? 'visible' : 'hidden';
+            Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => state});
+            Object.defineProperty(document, 'hidden', {configurable: true, get: () => !visible});
+            document.dispatchEvent(new Event('visibilitychange'));
+        }""",
+        visible,
+    )

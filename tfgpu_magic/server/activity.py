@@ -14,12 +14,13 @@ the GPU in silence. Here a kernel's activity is what its user did and what its G
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import datetime
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from .periodic import Periodic
 
 SETTING = "tfgpu_last_activity"
 
@@ -44,13 +45,12 @@ class KernelActivity:
         self._kernels = kernel_manager
         self._settings = settings
         self._answer = answer
-        self.interval = interval
         self._log = log
         self._clock = clock
         self._watched: dict[str, _Watched] = {}
         self._gpu_seen: dict[str, float] = {}  # kernel id -> when its GPU work was last measured
         self._kept: dict[str, float] = {}  # kernel id -> when its user chose "Keep running" (the culler's clock)
-        self._task: asyncio.Task | None = None
+        self._reads = Periodic(interval, self._read, log, "reading the kernels' GPU activity failed", first_now=True)
 
     # -- cells ------------------------------------------------------------------------------------------------
     def sync(self, kernel_ids: list[str]) -> None:
@@ -150,23 +150,12 @@ class KernelActivity:
         return busy
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._loop())
+        self._reads.start()
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        self._reads.stop()
         for kernel_id in list(self._watched):
             self.forget(kernel_id)
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                self.take((await self._answer()).document)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one failed look must not end the clock
-                self._log.exception("tfgpu: reading the kernels' GPU activity failed; trying again in %.0f s",
-                                    self.interval)
-            await asyncio.sleep(self.interval)
+    async def _read(self) -> None:
+        self.take((await self._answer()).document)

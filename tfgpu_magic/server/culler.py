@@ -16,7 +16,6 @@ freed. Answers marked stale (the driver not answering: old figures) are skipped.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 from ..core.idle import duration, size
 from .activity import KernelActivity
 from .metrics import notebook_of
+from .periodic import Periodic
 
 KEPT_RELEASES = 20
 SHOWN_RELEASES = 3
@@ -59,35 +59,26 @@ class IdleGpuCuller:
                  clock: Callable[[], float] = time.time):
         self.after = after
         self.warning = warning
-        self.interval = interval
         self._answer = answer
         self._kernels = kernel_manager
         self._log = log
         self._activity = activity
         self._clock = clock
-        self._task: asyncio.Task | None = None
+        self._looks = Periodic(interval, self.cull_once, log, "the GPU-aware culler failed")
         self._warned: dict[str, dict[str, Any]] = {}  # kernel id -> its warning (the answer's culler.warnings)
         self._released: list[dict[str, Any]] = []  # newest last
         self.culled: list[str] = []  # kernel ids shut down, for the log and the tests
 
+    @property
+    def running(self) -> bool:
+        return self._looks.running
+
     def start(self) -> None:
-        if self.after > 0 and self._task is None:
-            self._task = asyncio.ensure_future(self._loop())
+        if self.after > 0:
+            self._looks.start()
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.cull_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one failed look must not end the culler
-                self._log.exception("tfgpu: the GPU-aware culler failed; trying again in %.0f s", self.interval)
+        self._looks.stop()
 
     # -- what the answer carries ---------------------------------------------------------------------------------
     def public(self) -> dict[str, Any]:
