@@ -82,7 +82,9 @@ export class GpuFeed {
       factory: () => this._fetch(),
       frequency: frequencyOf(this._refreshS),
       name: 'tfgpu_magic:gpus',
-      // Resting, it asks nothing; otherwise it asks while the page is visible.
+      // Resting, it asks nothing; otherwise it asks while the page is visible. No lingering tick once the page is
+      // hidden (Lumino's default asks once more): a background tab asks nothing at all.
+      linger: 0,
       standby: () => mayRest(this._demand, this._state) || 'when-hidden'
     });
     if (typeof document !== 'undefined') {

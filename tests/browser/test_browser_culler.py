@@ -49,11 +49,11 @@ HELD_MIB = 4096
 WARNING_TOAST = ".Toastify__toast"
 
 
-def holding(pid: int | None) -> dict:
-    """Three fake GPUs; GPU 1 lists ``pid`` holding HELD_MIB and computing nothing (no SM utilization)."""
+def holding(pid: int | None, sm: int = 0) -> dict:
+    """Three fake GPUs; GPU 1 lists ``pid`` holding HELD_MIB at ``sm`` % SM utilization (0: computing nothing)."""
     config = three_gpus()
     h100 = copy.deepcopy(config["gpus"][1])
-    h100["processes"] = [{"pid": pid, "used": HELD_MIB * MIB, "sm": 0}] if pid else []
+    h100["processes"] = [{"pid": pid, "used": HELD_MIB * MIB, "sm": sm}] if pid else []
     return {**config, "gpus": [config["gpus"][0], h100, config["gpus"][2]]}
 
 
@@ -62,10 +62,10 @@ class CullerLab:
         self.lab = lab
         self.config_path = config_path
 
-    def hold(self, notebook: str) -> tuple[str, int]:
-        """The fake NVML lists ``notebook``'s kernel on GPU 1: its id and pid."""
+    def hold(self, notebook: str, sm: int = 0) -> tuple[str, int]:
+        """The fake NVML lists ``notebook``'s kernel on GPU 1 (at ``sm`` % SM utilization): its id and pid."""
         pid = kernel_pid(self.lab, notebook)
-        write_config(self.config_path, holding(pid))
+        write_config(self.config_path, holding(pid, sm))
         return kernel_id(self.lab, notebook), pid
 
     def alive(self, kernel: str) -> bool:
@@ -84,7 +84,7 @@ def culler_lab(fake_nvml_lib, tmp_path_factory):
     args = [f"--TfgpuServer.cull_idle_gpu_kernels_after={AFTER_S}", f"--TfgpuServer.cull_warning={WARNING_S}",
             "--TfgpuServer.cull_interval=0.5", "--TfgpuServer.activity_interval=1"]
     with Lab(extra_env=fake_env(fake_nvml_lib.parent, config, base={}), extra_args=args) as lab:
-        for name in ("train.ipynb", "keep.ipynb", "pause.ipynb"):
+        for name in ("train.ipynb", "keep.ipynb", "pause.ipynb", "busy.ipynb"):
             write_notebook(lab.root / name)
         yield CullerLab(lab, config)
 
@@ -186,6 +186,30 @@ def test_the_warning_reaches_the_page_before_the_shutdown_which_the_sidebar_then
     expect(sidebar.locator(".tfgpu-gpu").first).to_be_visible(timeout=30_000)  # an answer came
     page.wait_for_timeout(1000)
     expect(sidebar.locator(".tfgpu-cull-released", has_text="Shut down train.ipynb")).to_have_count(0)
+
+
+def test_a_kernel_computing_without_a_cell_is_busy_never_warned(page, culler_lab, tmp_path):
+    """No cell runs, but the kernel computes on GPU 1 (90 % SM): its row says so, emphasised, and it is neither
+    warned nor shut down in twice the culler's timeout."""
+    from playwright.sync_api import expect
+
+    open_notebook(page, "busy.ipynb")
+    sidebar = open_sidebar(page)
+    kernel, pid = culler_lab.hold("busy.ipynb", sm=90)
+    row = sidebar.locator(f'.tfgpu-notebook[data-kernel-id="{kernel}"]')
+    activity = row.locator(".tfgpu-activity")
+    expect(activity).to_have_text(f"busy on GPU 1 (pid {pid}, 90% SM)", timeout=30_000)
+    expect(row).to_have_class(re.compile("tfgpu-gpu-busy"))
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        set_theme(page, theme)
+        shoot(page, row, tmp_path, f"culler-busy-row-{theme.split()[-1].lower()}")
+    set_theme(page, "JupyterLab Light")
+    deadline = time.monotonic() + 2 * AFTER_S
+    while time.monotonic() < deadline:
+        assert culler_lab.warning(kernel) is None and culler_lab.alive(kernel)
+        expect(warning_toasts(page, "busy.ipynb")).to_have_count(0)
+        time.sleep(1)
+    write_config(culler_lab.config_path, holding(None))  # the next tests start from no holder
 
 
 def test_keep_running_keeps_the_kernel_past_its_shutdown(page, culler_lab, tmp_path):
