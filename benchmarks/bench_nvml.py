@@ -58,7 +58,8 @@ def median_us(fns: dict[str, Callable[[], object]], budget_s: float = 4.0, repea
 
 def floor_calls(pynvml, everything: bool = False):
     """The raw pynvml calls for the data, fields read (pynvml structs read each field through Python),
-    in a tight loop: count; per GPU handle, memory, utilization, processes (compute and graphics). With
+    in a tight loop: count; per GPU handle, memory, utilization, processes (compute and graphics) and their
+    utilization samples. With
     ``everything``, also the other per-GPU calls snapshot() makes every time (uuid, temperature, power), so that
     snapshot() minus this is the adapter's own cost."""
     version = pynvml.nvmlMemory_v2
@@ -74,6 +75,11 @@ def floor_calls(pynvml, everything: bool = False):
                 proc.pid, proc.usedGpuMemory  # noqa: B018
             for proc in pynvml.nvmlDeviceGetGraphicsRunningProcesses_v3(handle):  # nvidia-smi's and gpustat's too
                 proc.pid, proc.usedGpuMemory  # noqa: B018
+            try:  # per-process utilization, the idle test's input (nvidia-smi pmon reads it too)
+                for sample in pynvml.nvmlDeviceGetProcessUtilization(handle, int((time.time() - 10) * 1e6)):
+                    sample.pid, sample.smUtil  # noqa: B018
+            except pynvml.NVMLError:  # NOT_FOUND: no process computed in the window
+                pass
             if everything:
                 pynvml.nvmlDeviceGetUUID(handle)
                 pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
