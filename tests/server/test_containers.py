@@ -183,7 +183,24 @@ def test_after_each_kernels_handshake_its_memory_is_its_own_claims_clear_and_the
             if kernel == first:  # its allocation is seen through its report: the claim no longer counts
                 assert execute_in(second, live_claims).strip() == "[]"
 
-        # Both idle, both holding memory that is certainly theirs: the culler shuts both down, as on the host.
+        # A process nobody here can place (it may be a child of either kernel: no host view) computes on their GPU:
+        # both count as busy, never culled on a guess, and the answer says why.
+        unplaced = {"pid": 3999001, "used": 1024 * MIB}
+        write_config(config, gpu_config([*listed, {**unplaced, "sm": 80}]))
+        def all_busy() -> dict | None:
+            document = server.gpus()
+            return document if all(k["activity"]["state"] == "gpu_busy" for k in document["kernels"]) else None
+
+        document = wait_for("counted busy", all_busy)
+        assert {k["activity"]["text"] for k in document["kernels"]} == {
+            "counted busy: GPU 0 computes for a process that cannot be placed here (it may be this kernel's child)"}
+        assert not any(k["activity"]["measured"] for k in document["kernels"])  # nothing published as activity
+        time.sleep(8 + 8 + 2)  # the timeout and the warning time, and more
+        assert {first, second} <= server.kernel_ids() and server.gpus()["culler"]["warnings"] == []
+
+        # It stops computing: both idle, both holding memory that is certainly theirs: the culler shuts both down
+        # (after its warning), as on the host.
+        write_config(config, gpu_config([*listed, {**unplaced, "sm": 0}]))
         wait_for("both kernels culled", lambda: not ({first, second} & server.kernel_ids()), timeout=60)
         assert "tfgpu: shutting down kernel" in server.log_tail(200_000)
 
