@@ -160,3 +160,31 @@ def test_a_hidden_page_pauses_the_panel_too_and_visible_resumes(session):
     resumed = session.sidebar_until("state")
     resumed += session.comm_msgs(1.5)
     assert len(panel(resumed, session)) >= 2, resumed
+
+
+def test_an_administrators_kernel_config_sets_the_pause_for_every_kernel(tmp_path):
+    """`c.TfgpuMagics.live_pause_after` in a kernel config file (an administrator's, for every kernel; here the
+    profile's, through IPYTHONDIR, as the system-wide one is read the same way) reaches the live model; a bad value
+    there is one tfgpu line, and the default stays."""
+    for value, expected in (("42", 42.0), ("float('nan')", 600.0)):
+        ipython = tmp_path / f"ipython-{expected:g}"
+        (ipython / "profile_default").mkdir(parents=True)
+        (ipython / "profile_default" / "ipython_kernel_config.py").write_text(
+            f"c.TfgpuMagics.live_pause_after = {value}\n")
+        session = Session(user_env(IPYTHONDIR=str(ipython)), str(tmp_path))
+        try:
+            out: list[str] = []
+            reply = session.client.execute_interactive(
+                "%load_ext tfgpu_magic\n"
+                "magics = get_ipython().magics_manager.registry['TfgpuMagics']\n"
+                "print(magics.live_pause_after, magics.live.pause_after)", timeout=120,
+                output_hook=lambda m, out=out: out.append(m["content"].get("text", "")) if m["msg_type"] == "stream"
+                else None)
+            assert reply["content"]["status"] == "ok"
+            text = "".join(out)
+            option, model = (float(v) for v in text.splitlines()[0].split())
+            assert option == model == expected, text
+            if value.startswith("float"):
+                assert "tfgpu: bad idle pause nan" in text and "TfgpuMagics.live_pause_after stays 600" in text, text
+        finally:
+            session.close()
