@@ -190,7 +190,7 @@ def test_the_warning_reaches_the_page_before_the_shutdown_which_the_sidebar_then
 
 def test_a_kernel_computing_without_a_cell_is_busy_never_warned(page, culler_lab, tmp_path):
     """No cell runs, but the kernel computes on GPU 1 (90 % SM): its row says so, emphasised, and it is neither
-    warned nor shut down in twice the culler's timeout."""
+    warned nor shut down past the culler's timeout."""
     from playwright.sync_api import expect
 
     open_notebook(page, "busy.ipynb")
@@ -204,7 +204,7 @@ def test_a_kernel_computing_without_a_cell_is_busy_never_warned(page, culler_lab
         set_theme(page, theme)
         shoot(page, row, tmp_path, f"culler-busy-row-{theme.split()[-1].lower()}")
     set_theme(page, "JupyterLab Light")
-    deadline = time.monotonic() + 2 * AFTER_S
+    deadline = time.monotonic() + AFTER_S + 2  # an idle kernel is warned after AFTER_S - WARNING_S
     while time.monotonic() < deadline:
         assert culler_lab.warning(kernel) is None and culler_lab.alive(kernel)
         expect(warning_toasts(page, "busy.ipynb")).to_have_count(0)

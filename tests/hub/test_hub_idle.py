@@ -187,7 +187,7 @@ def test_an_open_sidebar_and_panel_pause_and_a_hidden_page_costs_what_jupyterlab
             hidden_at = time.time()
             set_page_visible(alice, False)
             set_page_visible(bob, False)
-            alice.wait_for_timeout(30_000)
+            alice.wait_for_timeout(20_000)
             last = {u: _time(hub.server_activity(u)) for u in ("alice", "bob")}
             late = [t for t in traffic if t[0] > hidden_at + 1.5 and "/tfgpu/" in t[2]]
             assert late == [], late
