@@ -11,10 +11,8 @@ import time
 from typing import Any
 
 from . import pidns
-from .nvml_calls import MIB, NVML_NOT_SUPPORTED, field_error
+from .nvml_calls import MIB, NVML_NOT_FOUND, NVML_NOT_SUPPORTED, field_error
 from .nvml_values import GpuProcess, Unavailable, combined_type
-
-NVML_NOT_FOUND = 6  # nvmlDeviceGetProcessUtilization: no sample since the timestamp (nothing computed)
 
 # How far back a reading looks in NVML's per-process utilization samples: the idle test's window (the server sets it
 # to its activity interval, so consecutive readings cover all the time between them).
@@ -76,7 +74,8 @@ def utilization(nv: Any, handle: Any, window: float | None = None) -> dict[int, 
     try:
         samples = nv.nvmlDeviceGetProcessUtilization(handle, max(0, since))
     except nv.NVMLError as exc:
-        # pynvml raises NVMLError(SUCCESS) when the driver's size query finds no sample at all.
+        # No sample since the timestamp (nothing computed): NOT_FOUND, or pynvml's NVMLError(SUCCESS) when the
+        # driver's size query finds none at all.
         return {} if getattr(exc, "value", None) in (0, NVML_NOT_FOUND) else None
     except AttributeError:  # a binding without the call
         return None
