@@ -452,9 +452,10 @@ def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
     page.locator('.jp-SideBar [data-id="filebrowser"]').click()
     open_sidebar(page)
     expect(reload).to_be_visible(timeout=30_000)
-    page.unroute("**/tfgpu/api/gpus*")  # the line stays until the next request, seconds away after a refusal
+    # Still refused while clicking: a request that succeeded first would take the button away under the click.
     with page.expect_navigation(timeout=60_000):
         reload.click()
+    page.unroute("**/tfgpu/api/gpus*")
     wait_for_app(page)
 
 
