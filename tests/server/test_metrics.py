@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import socket
 
 import pytest
 from fakenvml import MIB, graphics_gpus, mig_gpu, three_gpus
@@ -18,10 +19,15 @@ pytestmark = pytest.mark.server
 
 
 def samples(text: str, parse=text_string_to_metric_families) -> dict[str, list[tuple[dict, float]]]:
+    """Each family's (labels, value) pairs; every sample's Hostname (this machine's: no NODE_NAME, no Hub here) is
+    checked and left out."""
     out: dict[str, list[tuple[dict, float]]] = {}
     for family in parse(text):
         for sample in family.samples:
-            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+            labels = dict(sample.labels)
+            assert labels.pop("Hostname") == (os.environ.get("NODE_NAME") or socket.gethostname()), sample
+            assert "user" not in labels or sample.name == "tfgpu_process_gpu_memory_used_bytes", sample
+            out.setdefault(sample.name, []).append((labels, sample.value))
     return out
 
 
@@ -37,29 +43,32 @@ async def test_gpu_figures_equal_the_fake_nvmls(jp_fetch, fake_gpus):
     content_type, text = await get_metrics(jp_fetch)
     assert content_type.startswith("text/plain; version=0.0.4")
     found = samples(text)
-    used = by(found, "tfgpu_gpu_memory_used_bytes", "index")
-    total = by(found, "tfgpu_gpu_memory_total_bytes", "index")
+    used = by(found, "tfgpu_gpu_memory_used_bytes", "gpu")
+    total = by(found, "tfgpu_gpu_memory_total_bytes", "gpu")
     for index, gpu in enumerate(config["gpus"]):
         assert total[str(index)] == gpu["memory_total"], index
         assert used[str(index)] == gpu["memory_used"]  # a MIG-mode GPU's: its devices' sum (fakenvml.mig_gpu)
-    labels = {labels["index"]: labels for labels, _ in found["tfgpu_gpu_memory_used_bytes"]}
-    assert labels["1"] == {"index": "1", "uuid": config["gpus"][1]["uuid"], "name": "NVIDIA H100 80GB HBM3"}
-    util = by(found, "tfgpu_gpu_utilization_ratio", "index")
+    labels = {labels["gpu"]: labels for labels, _ in found["tfgpu_gpu_memory_used_bytes"]}
+    # DCGM's exporter's names: a PromQL join on UUID with its series needs no label_replace.
+    assert labels["1"] == {"gpu": "1", "UUID": config["gpus"][1]["uuid"], "modelName": "NVIDIA H100 80GB HBM3"}
+    util = by(found, "tfgpu_gpu_utilization_ratio", "gpu")
     assert util == {"0": 0.97, "1": config["gpus"][1]["utilization_gpu"] / 100, "2": 0.0}  # MIG mode: none
-    temperature = by(found, "tfgpu_gpu_temperature_celsius", "index")
+    temperature = by(found, "tfgpu_gpu_temperature_celsius", "gpu")
     assert temperature["0"] == config["gpus"][0]["temperature"]
     # The T4 reports no power: an absent sample, never a 0.
-    assert set(by(found, "tfgpu_gpu_power_watts", "index")) == {"0", "1", "3"}
+    assert set(by(found, "tfgpu_gpu_power_watts", "gpu")) == {"0", "1", "3"}
     mig = {labels["mig_uuid"]: (labels, value) for labels, value in found["tfgpu_mig_memory_used_bytes"]}
     devices = config["gpus"][3]["mig"]["devices"]
     assert {uuid: value for uuid, (_, value) in mig.items()} == {d["uuid"]: d["memory_used"] for d in devices}
-    assert {labels["parent_index"] for labels, _ in mig.values()} == {"3"}
-    assert {labels["profile"] for labels, _ in mig.values()} == {"3g.20gb", "2g.10gb"}
+    assert {labels["gpu"] for labels, _ in mig.values()} == {"3"}
+    assert {labels["UUID"] for labels, _ in mig.values()} == {config["gpus"][3]["uuid"]}  # the parent's, as DCGM's
+    assert {labels["GPU_I_PROFILE"] for labels, _ in mig.values()} == {"3g.20gb", "2g.10gb"}
+    assert {labels["GPU_I_ID"] for labels, _ in mig.values()} == {str(d["gpu_instance_id"]) for d in devices}
     assert found["tfgpu_nvml_available"] == [({}, 1.0)] and found["tfgpu_reading_stale"] == [({}, 0.0)]
     info_labels = found["tfgpu_info"][0][0]
     assert info_labels["driver_version"] == "550.54.15" and info_labels["cuda_driver_version"] == "12.4"
     # Other processes: pid 1 and one that does not exist on GPU 0; this process on GPU 1 (it is no kernel).
-    assert by(found, "tfgpu_other_processes", "gpu_index")["0"] == 2
+    assert by(found, "tfgpu_other_processes", "gpu")["0"] == 2
 
 
 async def test_openmetrics_when_the_scraper_asks(jp_fetch, fake_gpus):
@@ -67,7 +76,7 @@ async def test_openmetrics_when_the_scraper_asks(jp_fetch, fake_gpus):
     assert content_type.startswith("application/openmetrics-text")
     assert text.endswith("# EOF\n")
     found = samples(text, openmetrics_families)
-    assert by(found, "tfgpu_gpu_memory_total_bytes", "index")["1"] == 81920 * MIB
+    assert by(found, "tfgpu_gpu_memory_total_bytes", "gpu")["1"] == 81920 * MIB
 
 
 async def test_without_nvml_the_metrics_say_so(jp_fetch, fake_gpus):
@@ -86,14 +95,14 @@ async def test_a_notebooks_gpu_memory_carries_its_path(jp_fetch, jp_serverapp, f
     config["gpus"][2]["processes"] = [{"pid": pid, "used": 512 * MIB}]
     fake_gpus.write(config)
     found = samples((await get_metrics(jp_fetch))[1])
-    held = {(labels["gpu_index"], labels["kernel_id"], labels["notebook"], labels["mig_uuid"]): value
+    held = {(labels["gpu"], labels["kernel_id"], labels["notebook"], labels["mig_uuid"]): value
             for labels, value in found["tfgpu_kernel_gpu_memory_used_bytes"]}
     assert held == {("1", kernel_id, "work/train.ipynb", ""): 2048 * MIB,
                     ("2", kernel_id, "work/train.ipynb", ""): 512 * MIB}
     idle = found["tfgpu_kernel_idle_seconds"]
     assert [labels for labels, _ in idle] == [{"kernel_id": kernel_id, "notebook": "work/train.ipynb"}]
     assert idle[0][1] >= 0 and math.isfinite(idle[0][1])
-    others = by(found, "tfgpu_other_processes", "gpu_index")
+    others = by(found, "tfgpu_other_processes", "gpu")
     assert others["1"] == 1 and others["2"] == 0  # the kernel is not counted among the others
     # The same figures the sidebar gets.
     doc = await get_gpus(jp_fetch)
@@ -109,8 +118,8 @@ async def test_each_process_series_says_its_type(jp_fetch, fake_gpus):
     assert series["1"] == ("compute", 1000 * MIB) and series["3999911"] == ("graphics", 180 * MIB)
     assert series[str(os.getpid())] == ("compute+graphics", 1024 * MIB)
     assert "3999912" not in series  # graphics, but NVML gives no memory figure: an absent sample
-    assert by(found, "tfgpu_other_processes", "gpu_index") == {"0": 3, "1": 2, "2": 1}
-    assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu_index") == {
+    assert by(found, "tfgpu_other_processes", "gpu") == {"0": 3, "1": 2, "2": 1}
+    assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu") == {
         "0": (1000 + 29000 + 180) * MIB, "1": 1024 * MIB, "2": 0}
 
 
@@ -125,10 +134,10 @@ async def test_a_notebooks_graphics_memory_counts_as_its_gpu_memory(jp_fetch, jp
     config["gpus"][2]["processes"] = [{"pid": pid, "used": 300 * MIB, "type": "G"}]
     fake_gpus.write(config)
     found = samples((await get_metrics(jp_fetch))[1])
-    held = {labels["gpu_index"]: value for labels, value in found["tfgpu_kernel_gpu_memory_used_bytes"]
+    held = {labels["gpu"]: value for labels, value in found["tfgpu_kernel_gpu_memory_used_bytes"]
             if labels["kernel_id"] == kernel_id}
     assert held == {"1": 2048 * MIB, "2": 300 * MIB}
-    assert by(found, "tfgpu_other_processes", "gpu_index")["2"] == 0
+    assert by(found, "tfgpu_other_processes", "gpu")["2"] == 0
     doc = await get_gpus(jp_fetch)
     assert [(p["type"], p["kernel"]) for p in doc["gpus"][2]["processes"]] == [
         ("G", {"id": kernel_id, "relation": "kernel", "how": "pid"})]
@@ -154,9 +163,9 @@ async def test_hidden_other_users_are_counted_not_listed(jp_fetch, fake_gpus):
     fake_gpus.write(config)
     found = samples((await get_metrics(jp_fetch))[1])
     assert "tfgpu_process_gpu_memory_used_bytes" not in found or not any(
-        labels["gpu_index"] == "0" for labels, _ in found["tfgpu_process_gpu_memory_used_bytes"])
-    assert by(found, "tfgpu_other_processes", "gpu_index")["0"] == 2
-    assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu_index")["0"] == 1000 * MIB
+        labels["gpu"] == "0" for labels, _ in found["tfgpu_process_gpu_memory_used_bytes"])
+    assert by(found, "tfgpu_other_processes", "gpu")["0"] == 2
+    assert by(found, "tfgpu_other_processes_memory_used_bytes", "gpu")["0"] == 1000 * MIB
 
 
 async def test_a_metrics_text_serves_scrapers_for_a_second_then_follows_the_gpus(jp_fetch, jp_serverapp, fake_gpus):
@@ -172,4 +181,4 @@ async def test_a_metrics_text_serves_scrapers_for_a_second_then_follows_the_gpus
     assert (await get_gpus(jp_fetch))["gpus"][1]["memory_used_mib"] == 4096  # the sidebar's answer is new
     await asyncio.sleep(1.1)
     found = samples((await get_metrics(jp_fetch))[1])
-    assert by(found, "tfgpu_gpu_memory_used_bytes", "index")["1"] == 4096 * MIB
+    assert by(found, "tfgpu_gpu_memory_used_bytes", "gpu")["1"] == 4096 * MIB

@@ -19,7 +19,7 @@ CONTAINER = {"comparable": False, "view": "none", "note": "this process's PID na
 
 
 def lost(count: int, used_mib: int | None) -> dict:
-    return {"count": count, "used_mib": used_mib,
+    return {"count": count, "used_mib": used_mib, "used_bytes": None if used_mib is None else used_mib * MIB,
             "text": words.unattributed_line(count, used_mib, "this server", "none")}
 
 
@@ -45,18 +45,24 @@ def document(gpus: list[dict], pids: dict | None = CONTAINER) -> dict:
     return doc
 
 
+SCOPE = metrics.Scope("node-7", detail="kernel")
+
+
 def samples(doc: dict, accept: str = "text/plain") -> dict[str, list[tuple[dict, float]]]:
-    render, content_type = metrics.renderer(accept)
+    """Each family's (labels, value) pairs, the scope's Hostname checked on every sample and left out."""
+    render, content_type = metrics.renderer(accept, SCOPE)
     parse = openmetrics_families if content_type.startswith("application/openmetrics-text") \
         else text_string_to_metric_families
     out: dict[str, list[tuple[dict, float]]] = {}
     for family in parse(render(doc).decode()):
         for sample in family.samples:
-            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+            labels = dict(sample.labels)
+            assert labels.pop("Hostname") == "node-7", sample
+            out.setdefault(sample.name, []).append((labels, sample.value))
     return out
 
 
-WHERE = {"gpu_index": "0", "mig_uuid": ""}
+WHERE = {"gpu": "0", "UUID": "GPU-00000000", "GPU_I_ID": "", "mig_uuid": ""}
 
 
 @pytest.mark.parametrize("accept", ["text/plain", "application/openmetrics-text; version=1.0.0"])
@@ -66,7 +72,7 @@ def test_a_gpus_unattributed_memory_in_bytes_with_the_where_labels(accept):
     assert found["tfgpu_unattributed_gpu_memory_used_bytes"] == [(WHERE, 12288 * MIB)]
     assert found["tfgpu_pid_namespace_comparable"] == [({"view": "none"}, 0.0)]
     # Not counted as anybody's: the other processes are the ones this server can name (none here).
-    assert found["tfgpu_other_processes"] == [(WHERE, 0.0), ({**WHERE, "gpu_index": "1"}, 0.0)]
+    assert found["tfgpu_other_processes"] == [(WHERE, 0.0), ({**WHERE, "gpu": "1", "UUID": "GPU-00000001"}, 0.0)]
 
 
 def test_no_figure_from_nvml_is_an_absent_sample_not_a_zero():
@@ -82,7 +88,7 @@ def test_mig_devices_carry_their_own_and_their_gpu_none():
     found = samples(document([parent]))
     memory = {labels["mig_uuid"]: value for labels, value in found["tfgpu_unattributed_gpu_memory_used_bytes"]}
     assert memory == {uuid_a: 3000 * MIB, uuid_b: 2000 * MIB}
-    assert {labels["gpu_index"] for labels, _ in found["tfgpu_unattributed_gpu_processes"]} == {"0"}
+    assert {labels["gpu"] for labels, _ in found["tfgpu_unattributed_gpu_processes"]} == {"0"}
     assert sum(value for _, value in found["tfgpu_unattributed_gpu_processes"]) == 2
 
 

@@ -25,6 +25,7 @@ from .nvml_calls import (
     GpuLost,
     call,
     memory,
+    mib,
     unavailable_from_error,
 )
 from .nvml_mig import MIG_PARENT_UTILIZATION_DETAIL, mig_profile
@@ -255,10 +256,10 @@ def _read_gpu(nv: Any, index: int, self_pid: int | None) -> Gpu:
         name=name,
         uuid=uuid,
         pci_bus_id=bus_id,
-        memory_total_mib=total,
-        memory_used_mib=used,
-        memory_free_mib=free,
-        memory_reserved_mib=reserved,
+        memory_total_mib=mib(total),
+        memory_used_mib=mib(used),
+        memory_free_mib=mib(free),
+        memory_reserved_mib=mib(reserved),
         utilization_gpu_pct=util_gpu,
         utilization_memory_pct=util_mem,
         temperature_c=temperature,
@@ -268,6 +269,10 @@ def _read_gpu(nv: Any, index: int, self_pid: int | None) -> Gpu:
         mig_pending=mig_pending,
         mig_devices=mig_devices,
         mig_error=mig_error,
+        memory_total_bytes=total,
+        memory_used_bytes=used,
+        memory_free_bytes=free,
+        memory_reserved_bytes=reserved,
     )
 
 

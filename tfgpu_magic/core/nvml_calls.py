@@ -94,14 +94,19 @@ def field_error(exc: BaseException, what: str) -> Unavailable:
     return unavailable
 
 
+def mib(value: IntOrNA) -> IntOrNA:
+    """Bytes to whole MiB (rounded down, as nvidia-smi shows them); a missing figure stays missing."""
+    return value // MIB if isinstance(value, int) else value
+
+
 def memory(nv: Any, handle: Any) -> tuple[IntOrNA, IntOrNA, IntOrNA, IntOrNA]:
-    """(total, used, free, reserved) MiB. v2 reports reserved apart from used; v1 (drivers before R510)
-    counts it in used and has no reserved figure."""
+    """(total, used, free, reserved) bytes, exactly as NVML gives them. v2 reports reserved apart from used; v1
+    (drivers before R510) counts it in used and has no reserved figure."""
     global _memory_v2
     if _memory_v2:
         try:
             mem = nv.nvmlDeviceGetMemoryInfo(handle, version=nv.nvmlMemory_v2)
-            return mem.total // MIB, mem.used // MIB, mem.free // MIB, mem.reserved // MIB
+            return mem.total, mem.used, mem.free, mem.reserved
         except nv.NVMLError as exc:
             if getattr(exc, "value", None) not in (NVML_FUNCTION_NOT_FOUND, NVML_ARGUMENT_VERSION_MISMATCH):
                 u = field_error(exc, "memory")
@@ -111,4 +116,4 @@ def memory(nv: Any, handle: Any) -> tuple[IntOrNA, IntOrNA, IntOrNA, IntOrNA]:
     if isinstance(mem, Unavailable):
         return mem, mem, mem, mem
     no_reserved = Unavailable("function_not_found", "reserved memory: needs nvmlDeviceGetMemoryInfo_v2 (driver R510+)")
-    return mem.total // MIB, mem.used // MIB, mem.free // MIB, no_reserved
+    return mem.total, mem.used, mem.free, no_reserved

@@ -11,7 +11,7 @@ import dataclasses
 import re
 from typing import Any
 
-from .nvml_calls import NVML_FUNCTION_NOT_FOUND, NVML_NOT_FOUND, NVML_NOT_SUPPORTED, call, field_error, memory
+from .nvml_calls import NVML_FUNCTION_NOT_FOUND, NVML_NOT_FOUND, NVML_NOT_SUPPORTED, call, field_error, memory, mib
 from .nvml_processes import processes
 from .nvml_values import BoolOrNA, GpuProcess, IntOrNA, MigDevice, Unavailable, combined_type
 
@@ -102,13 +102,17 @@ def _read_mig_device(nv: Any, parent_index: int, slot: int, handle: Any, self_pi
         profile=profile,
         gpu_instance_id=gi,
         compute_instance_id=ci,
-        memory_total_mib=total,
-        memory_used_mib=used,
-        memory_free_mib=free,
-        memory_reserved_mib=reserved,
+        memory_total_mib=mib(total),
+        memory_used_mib=mib(used),
+        memory_free_mib=mib(free),
+        memory_reserved_mib=mib(reserved),
         utilization_gpu_pct=_MIG_UTILIZATION_NA,
         temperature_c=_MIG_TEMPERATURE_NA,
         processes=processes(nv, handle, self_pid),  # this instance's processes, for any user
+        memory_total_bytes=total,
+        memory_used_bytes=used,
+        memory_free_bytes=free,
+        memory_reserved_bytes=reserved,
     )
 
 
@@ -149,6 +153,8 @@ def parent_processes(devices: tuple[MigDevice, ...]) -> tuple[GpuProcess, ...] |
             if seen is None:
                 merged[proc.pid] = proc
             else:
-                total = None if seen.used_mib is None or proc.used_mib is None else seen.used_mib + proc.used_mib
-                merged[proc.pid] = dataclasses.replace(seen, used_mib=total, type=combined_type(seen.type, proc.type))
+                a, b = seen.used_bytes, proc.used_bytes
+                total = None if a is None or b is None else a + b
+                merged[proc.pid] = dataclasses.replace(seen, used_mib=mib(total), used_bytes=total,
+                                                       type=combined_type(seen.type, proc.type))
     return tuple(merged.values())

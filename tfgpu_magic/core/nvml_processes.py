@@ -62,7 +62,7 @@ def processes(nv: Any, handle: Any, self_pid: int | None) -> tuple[GpuProcess, .
     for pid, (used, kind) in merged.items():
         who = view.identify(pid, now)
         result.append(GpuProcess(pid, None if used is None else used // MIB, who.name, who.user, pid == self_pid, kind,
-                                 who.local_pid, None if busy is None else busy.get(pid, 0)))
+                                 who.local_pid, None if busy is None else busy.get(pid, 0), used))
     return tuple(result)
 
 

@@ -67,6 +67,7 @@ class GpuProcess:
     # seconds (0: no sample, it computed nothing); None where NVML gives no per-process figure (a MIG device,
     # an older GPU, a refused call): then only the GPU's own utilization says anything (core/idle.py).
     sm_pct: int | None = None
+    used_bytes: int | None = None  # NVML's exact figure; used_mib is it in whole MiB
 
 
 def placeable(process: Any) -> bool:
@@ -114,6 +115,11 @@ class MigDevice:
     utilization_gpu_pct: IntOrNA
     temperature_c: IntOrNA
     processes: tuple[GpuProcess, ...] | Unavailable = ()
+    # NVML's exact figures (the *_mib ones are these in whole MiB): what the metrics expose.
+    memory_total_bytes: IntOrNA | None = None
+    memory_used_bytes: IntOrNA | None = None
+    memory_free_bytes: IntOrNA | None = None
+    memory_reserved_bytes: IntOrNA | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,11 @@ class Gpu:
     mig_pending: BoolOrNA | None = None
     mig_devices: tuple[MigDevice, ...] = ()
     mig_error: Unavailable | None = None
+    # NVML's exact figures (the *_mib ones are these in whole MiB): what the metrics expose.
+    memory_total_bytes: IntOrNA | None = None
+    memory_used_bytes: IntOrNA | None = None
+    memory_free_bytes: IntOrNA | None = None
+    memory_reserved_bytes: IntOrNA | None = None
 
 
 @dataclass(frozen=True)

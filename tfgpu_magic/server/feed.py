@@ -191,6 +191,7 @@ class GpuFeed:
         self._last: Answer | None = None
         self._metrics: dict[str, tuple[float, bytes]] = {}  # content type -> (when made, text)
         self._metrics_pending: dict[str, asyncio.Future] = {}
+        self._refreshing: asyncio.Future | None = None
 
     @property
     def readings(self) -> int:
@@ -265,6 +266,17 @@ class GpuFeed:
         if not answer.document.get("stale"):  # old figures are served once, not kept
             self._metrics[content_type] = (made, body)
         return body
+
+    def latest(self) -> dict[str, Any] | None:
+        """The last answer's document as is (no waiting), or None before the first."""
+        return self._last.document if self._last is not None else None
+
+    def refresh(self) -> None:
+        """Ask for a new answer in the background (on the event loop's thread), unless one is fresh or coming."""
+        if self._pending is None and (self._last is None or time.monotonic() - self._last.made_at >= self.max_age):
+            self._refreshing = asyncio.ensure_future(self.answer())
+            # A failed reading is the next answer's to report (answer() raises it again there), not this one's.
+            self._refreshing.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     def history(self, seconds: float, since: float | None) -> dict[str, Any]:
         worker = self.worker

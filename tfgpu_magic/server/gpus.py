@@ -27,10 +27,13 @@ from ..core.version import GPUS_SCHEMA as SCHEMA
 
 MAX_ANCESTRY = 64  # deeper than any real process tree; stops a loop in a corrupt /proc read
 
+# NVML's exact memory figures, for the metrics (the *_mib ones are these in whole MiB, for people).
+MEMORY_BYTES = ("memory_total_bytes", "memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes")
 # The schema-1 GPU fields the sidebar gets, in order; ``processes`` is rebuilt with the kernel each belongs to.
 _GPU_FIELDS = (
     "index", "name", "uuid", "pci_bus_id", "memory_total_mib", "memory_used_mib", "memory_free_mib",
     "memory_reserved_mib", "utilization_gpu_pct", "utilization_memory_pct", "temperature_c", "power_w", "error",
+    *MEMORY_BYTES,
 )
 
 
@@ -126,7 +129,8 @@ def _is_unavailable(value: Any) -> bool:
 
 
 _MIG_FIELDS = ("uuid", "index", "name", "profile", "gpu_instance_id", "compute_instance_id", "memory_total_mib",
-               "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "utilization_gpu_pct", "temperature_c")
+               "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "utilization_gpu_pct", "temperature_c",
+               *MEMORY_BYTES)
 
 # Whose processes are this user's: "user", every process of the server's OS user; "server", this server's kernels
 # and their children only (under JupyterHub every user's server may run as one OS user).
@@ -297,8 +301,8 @@ class _Whose:
             detail = processes.get("detail") or processes.get("unavailable")
             return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be "
                                      "matched to notebooks"), None
-        listed, hidden_count, hidden_mib, unseen = [], 0, 0, 0
-        lost_count, lost_mib = 0, 0
+        listed, hidden_count, hidden_mib, hidden_bytes, unseen = [], 0, 0, 0, 0
+        lost_count, lost_mib, lost_bytes = 0, 0, 0
         uses = []
         for proc in processes or ():
             pid = proc.get("pid")
@@ -307,6 +311,7 @@ class _Whose:
             seen = proc.get("name") is not None or proc.get("user") is not None
             owner = self._owner(proc, seen)
             used = proc.get("used_mib")
+            used_bytes = proc.get("used_bytes")
             sm = proc.get("sm_pct")
             uses.append(idle.Use(owner[0]["id"] if owner else None, pid, bool(owner and owner[1] == "child"),
                                  used if isinstance(used, int) else None, sm if isinstance(sm, int) else None,
@@ -315,17 +320,19 @@ class _Whose:
                 if not self.comparable:  # a host PID nothing here can name: one line, never a row of a wrong name
                     lost_count += 1
                     lost_mib = None if used is None or lost_mib is None else lost_mib + used
+                    lost_bytes = _added(lost_bytes, used_bytes)
                     continue
                 unseen += 1
             mine = owner is not None or (self.by_user and self.user is not None and proc.get("user") == self.user)
             if not mine and not self.show_other_users:
                 hidden_count += 1
                 hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
+                hidden_bytes = _added(hidden_bytes, used_bytes)
                 continue
             kernel = self._kernel_view(*owner) if owner is not None else None
-            listed.append({"pid": pid, "used_mib": used, "name": proc.get("name"), "user": proc.get("user"),
-                           "type": proc.get("type", "C"), "mine": mine, "kernel": kernel})
-        hidden = {"count": hidden_count, "used_mib": hidden_mib} if hidden_count else None
+            listed.append({"pid": pid, "used_mib": used, "used_bytes": used_bytes, "name": proc.get("name"),
+                           "user": proc.get("user"), "type": proc.get("type", "C"), "mine": mine, "kernel": kernel})
+        hidden = {"count": hidden_count, "used_mib": hidden_mib, "used_bytes": hidden_bytes} if hidden_count else None
         note = ""
         if unseen:
             note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
@@ -336,9 +343,14 @@ class _Whose:
             self.devices.append(idle.Device(device[0], util, tuple(uses)))
         lost = None
         if lost_count:
-            lost = {"count": lost_count, "used_mib": lost_mib,
+            lost = {"count": lost_count, "used_mib": lost_mib, "used_bytes": lost_bytes,
                     "text": words.unattributed_line(lost_count, lost_mib, "this server", self.view)}
         return listed, hidden, note, lost
+
+
+def _added(total: int | None, value: Any) -> int | None:
+    """A sum of memory figures that is None once one of them is missing (never a partial sum shown as whole)."""
+    return None if total is None or not isinstance(value, int) else total + value
 
 
 def parse_indices(raw: str) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ import math
 import os
 from typing import Any
 
+import prometheus_client
 import tornado.web
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
@@ -32,7 +33,7 @@ from .culler import IdleGpuCuller
 from .feed import Answer, GpuFeed, encode, failure_document
 from .gpus import ParentCache, checked_reports, gpu_document, only_indices, parse_indices
 from .kernels import kernels_of
-from .metrics import renderer
+from .metrics import LatestCollector, Scope, renderer
 from .options import load_options
 
 API_PATH = ("tfgpu", "api")
@@ -122,10 +123,14 @@ class MetricsHandler(_FeedHandler):
     """``GET {base_url}tfgpu/api/metrics``: the shared answer in Prometheus's text format (OpenMetrics when the
     scraper asks for it): per GPU, MIG device, and this server's kernels with their notebooks."""
 
+    def initialize(self, feed: GpuFeed, metrics_scope: Scope | None = None, **_: Any) -> None:
+        super().initialize(feed)
+        self.scope = metrics_scope
+
     @tornado.web.authenticated
     @authorized
     async def get(self) -> None:
-        render, content_type = renderer(self.request.headers.get("Accept", ""))
+        render, content_type = renderer(self.request.headers.get("Accept", ""), self.scope)
         try:
             body = await self.feed.metrics(content_type, render)
         except Exception as exc:  # never a 500: tfgpu_nvml_available 0, as for any other missing figure
@@ -281,10 +286,15 @@ class Extension:
         # The user's Jupyter data folder, as the server's notary has it (JUPYTER_DATA_DIR first).
         self.consent = ConsentStore(getattr(server_app, "data_dir", None) or None)
         base_url = server_app.web_app.settings["base_url"]
-        resources = {"feed": self.feed, "consent": self.consent, "culler": self.culler}
+        resources = {"feed": self.feed, "consent": self.consent, "culler": self.culler,
+                     "metrics_scope": options.metrics_scope()}
         server_app.web_app.add_handlers(".*$", [
             (url_path_join(base_url, *API_PATH, name), handler, resources) for name, handler in HANDLERS
         ])
+        self.server_metrics = None
+        if options.server_metrics:  # jupyter_server's /metrics serves prometheus_client's process-wide registry
+            self.server_metrics = LatestCollector(self.feed.latest, self.feed.refresh, options.metrics_scope())
+            prometheus_client.REGISTRY.register(self.server_metrics)
         server_app.web_app.settings["tfgpu_feed"] = self.feed
         server_app.web_app.settings["tfgpu_extension"] = self
         server_app.log.info("tfgpu: endpoints at %s (gpus, metrics, consent); history every %s s; processes are "
@@ -299,6 +309,9 @@ class Extension:
         self.culler.start()
 
     def stop(self) -> None:
+        if self.server_metrics is not None:
+            prometheus_client.REGISTRY.unregister(self.server_metrics)
+            self.server_metrics = None
         self.culler.stop()
         self.activity.stop()
         self.feed.close()

@@ -11,6 +11,7 @@ from traitlets.config import Config, Configurable
 
 from ..core.pidns import HOST_PROC_ENV
 from .gpus import OWN_PROCESSES
+from .metrics import DETAILS, Scope
 
 # Each number option's range: (lowest, highest, whether 0 means off). Finite always: inf stopped the sampler
 # for good, nan made the culler and the staleness test spin or flip, 1e-6 s sampling spun a core, and 1e300 s of
@@ -107,6 +108,27 @@ class TfgpuServer(Configurable):
         "never culled. Memory held at this or less is idle. From 0 to 99.",
     ).tag(config=True)
 
+    metrics_detail = Enum(
+        ("auto", *DETAILS),
+        "auto",
+        help="How finely tfgpu/api/metrics tells this server's kernels apart. 'process': notebook, kernel id and pid; "
+        "'kernel': notebook and kernel id; 'notebook': the notebook's path only, so a kernel restart makes no new "
+        "series (what a hub of many servers needs). 'auto': 'notebook' under JupyterHub (JUPYTERHUB_USER is set), "
+        "else 'kernel'. In 'notebook' detail other processes are counted per GPU, not listed by pid.",
+    ).tag(config=True)
+
+    server_metrics = Bool(
+        False,
+        help="Also publish tfgpu's series on jupyter_server's own /metrics (where ServerApp.authenticate_prometheus "
+        "decides who may read it), for a Kubernetes scrape by pod annotations. They are the latest shared answer "
+        "there, at most activity_interval old (tfgpu_reading_timestamp_seconds says when it was read).",
+    ).tag(config=True)
+
+    hostname = Unicode(
+        help="The Hostname label of every tfgpu series, to join DCGM's exporter's. Default: $NODE_NAME (set it to "
+        "the node's name on Kubernetes, as for the DCGM exporter), else this machine's host name.",
+    ).tag(config=True)
+
     host_proc = Unicode(
         help="Where the host's /proc is mounted when this server runs in a container (its own PID namespace, where "
         "NVML's PIDs are the host's): GPU processes are then mapped to local ones through it, children of kernels "
@@ -132,6 +154,10 @@ class TfgpuServer(Configurable):
         """The warning time in force: the one set, never longer than the timeout (load_options refuses that)."""
         after = self.cull_idle_gpu_kernels_after
         return min(self.cull_warning, after) if after > 0 else self.cull_warning
+
+    def metrics_scope(self) -> Scope:
+        """The labels every series carries and the detail of the kernel series, 'auto' resolved."""
+        return Scope.of_environment(self.metrics_detail, self.hostname)
 
     def own(self) -> str:
         """'user' or 'server', 'auto' resolved."""

@@ -504,6 +504,10 @@ def expected_gpu(config: dict[str, Any], index: int, self_pid: int) -> dict[str,
         "mig_pending": None if mig is None else bool(mig.get("pending", mig.get("mode"))),
         "mig_devices": mig_devices,
         "mig_error": None,
+        "memory_total_bytes": total,
+        "memory_used_bytes": used,
+        "memory_free_bytes": total - used - reserved,
+        "memory_reserved_bytes": reserved,
     }
 
 
@@ -518,8 +522,9 @@ def _expected_processes(procs: list[dict[str, Any]], self_pid: int, per_process:
             if (kind == "G") != graphics_only:
                 continue
             pid = self_pid if proc["pid"] == "self" else proc["pid"]
-            used_mib = None if proc["used"] == "unknown" else proc["used"] // MIB
-            result.append({"pid": pid, "used_mib": used_mib, "is_self": pid == self_pid, "type": kind,
+            used = None if proc["used"] == "unknown" else proc["used"]
+            result.append({"pid": pid, "used_mib": None if used is None else used // MIB, "used_bytes": used,
+                           "is_self": pid == self_pid, "type": kind,
                            "sm_pct": proc.get("sm", 0) if per_process else None})
     return result
 
@@ -544,6 +549,10 @@ def _expected_mig_device(device: dict[str, Any], parent: int, position: int, sel
         "utilization_gpu_pct": NA("not_supported", "per MIG device"),
         "temperature_c": NA("not_supported", "per MIG device"),
         "processes": _expected_processes(device.get("processes", []), self_pid, per_process=False),
+        "memory_total_bytes": total,
+        "memory_used_bytes": used,
+        "memory_free_bytes": max(0, total - used - reserved),
+        "memory_reserved_bytes": reserved,
     }
 
 
@@ -556,8 +565,9 @@ def _merged(mig_devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if seen is None:
                 by_pid[proc["pid"]] = dict(proc)
                 continue
-            if seen["used_mib"] is not None:
-                seen["used_mib"] = None if proc["used_mib"] is None else seen["used_mib"] + proc["used_mib"]
+            if seen["used_bytes"] is not None:
+                seen["used_bytes"] = None if proc["used_bytes"] is None else seen["used_bytes"] + proc["used_bytes"]
+                seen["used_mib"] = None if seen["used_bytes"] is None else seen["used_bytes"] // MIB
             if seen["type"] != proc["type"]:
                 seen["type"] = "C+G"
     return list(by_pid.values())
@@ -585,7 +595,7 @@ def without_owner(gpu: dict[str, Any]) -> dict[str, Any]:
     them apart)."""
     gpu = dict(gpu)
     if isinstance(gpu["processes"], list):
-        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "is_self", "type", "sm_pct")}
+        gpu["processes"] = [{k: p[k] for k in ("pid", "used_mib", "used_bytes", "is_self", "type", "sm_pct")}
                             for p in gpu["processes"]]
     if gpu.get("mig_devices"):
         gpu["mig_devices"] = [without_owner(d) for d in gpu["mig_devices"]]
