@@ -61,7 +61,8 @@ def test_processes_name_user_and_self(fake_nvml):
 
     ghost = by_pid[3999902]  # a host pid this kernel does not know, memory NVML cannot attribute
     assert ghost == {"pid": 3999902, "used_mib": None, "name": None, "user": None, "is_self": False, "type": "C",
-                     "local_pid": 3999902, "sm_pct": 0}  # on the host NVML's numbers are ours (pidns); no sample: 0
+                     # on the host NVML's numbers are ours (pidns); no sample: 0
+                     "local_pid": 3999902, "sm_pct": 0, "used_bytes": None}
     assert sum(p["is_self"] for p in by_pid.values()) == 1
 
 
@@ -137,9 +138,10 @@ def test_older_driver_generation_falls_back(fake_nvml_r470):
         for i, gpu in enumerate(snap["gpus"]):
             want = expected_gpu(config, i, pid)
             cfg = config["gpus"][i]
-            want["memory_used_mib"] = (cfg["memory_used"] + cfg["memory_reserved"]) // MIB
+            want["memory_used_bytes"] = cfg["memory_used"] + cfg["memory_reserved"]
+            want["memory_used_mib"] = want["memory_used_bytes"] // MIB
             assert gpu["memory_reserved_mib"]["unavailable"] == "function_not_found"
-            want["memory_reserved_mib"] = gpu["memory_reserved_mib"]
+            want["memory_reserved_mib"] = want["memory_reserved_bytes"] = gpu["memory_reserved_mib"]
             assert without_owner(gpu) == want
     # The misses are paid once: the next snapshot goes straight to the calls that exist.
     calls = fake_nvml_r470.calls()

@@ -111,7 +111,8 @@ def test_handle_refused_for_other_reasons(fake_nvml):
 
 # ---- one field fails, the rest of the GPU and the other GPUs are still reported ----
 
-MEMORY = ("memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib")
+MEMORY = ("memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "memory_total_bytes",
+          "memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes")
 
 
 @pytest.mark.parametrize(

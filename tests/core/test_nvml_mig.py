@@ -193,8 +193,9 @@ def test_mig_mode_or_count_fails(fake_nvml, function, code, reason):
 
 
 @pytest.mark.parametrize("function, fields, code, reason", [
-    ("nvmlDeviceGetMemoryInfo_v2", ("memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib"),
-     "NO_PERMISSION", "no_permission"),
+    ("nvmlDeviceGetMemoryInfo_v2", ("memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib",
+                                    "memory_total_bytes", "memory_used_bytes", "memory_free_bytes",
+                                    "memory_reserved_bytes"), "NO_PERMISSION", "no_permission"),
     ("nvmlDeviceGetUUID", ("uuid",), "UNKNOWN", "error"),
     ("nvmlDeviceGetName", ("name", "profile"), "NOT_SUPPORTED", "not_supported"),
     ("nvmlDeviceGetGpuInstanceId", ("gpu_instance_id",), "NO_PERMISSION", "no_permission"),
@@ -515,9 +516,11 @@ def test_fidelity_reference_in_mig_mode(fake_nvml):
     assert mig == {
         "parent_index": "int", "index": "int", "uuid": "str", "name": "str", "profile": "str",
         "gpu_instance_id": "int", "compute_instance_id": "int", "memory_total_mib": "int", "memory_used_mib": "int",
-        "memory_free_mib": "int", "memory_reserved_mib": "int", "utilization_gpu_pct": "n/a:not_supported",
+        "memory_free_mib": "int", "memory_reserved_mib": "int", "memory_total_bytes": "int", "memory_used_bytes": "int",
+        "memory_free_bytes": "int", "memory_reserved_bytes": "int", "utilization_gpu_pct": "n/a:not_supported",
         "temperature_c": "n/a:not_supported", "processes": "list", "processes[].pid": "int",
-        "processes[].used_mib": "int", "processes[].name": "str", "processes[].user": "str",
+        "processes[].used_mib": "int", "processes[].used_bytes": "int", "processes[].name": "str",
+        "processes[].user": "str",
         "processes[].is_self": "bool", "processes[].type": "str", "processes[].local_pid": "int",
             "processes[].sm_pct": "null"}  # no per-process utilization on a MIG device
     assert signature["gpus[].utilization_gpu_pct"] == "n/a:not_supported"

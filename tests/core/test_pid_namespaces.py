@@ -222,7 +222,7 @@ def test_in_a_container_rows_are_joined_by_reports_and_a_host_view_never_by_numb
     assert by_pid[5001]["kernel"] == {"id": "k1", "relation": "kernel", "how": "handshake"}
     assert by_pid[6000]["kernel"] == {"id": "k2", "relation": "child", "how": "host_view"}  # its local 40's parent
     assert 30 not in by_pid and 31 not in by_pid  # the kernels' local numbers, as host PIDs: nobody's here
-    assert gpu["unattributed"] == {"count": 2, "used_mib": 9216, "text": (
+    assert gpu["unattributed"] == {"count": 2, "used_mib": 9216, "used_bytes": None, "text": (
         "9,216 MiB held by 2 processes this server cannot attribute: its PID namespace differs from the driver's")}
     assert [k["report"] for k in doc["kernels"]] == [summaries["k1"], summaries["k2"]]
     assert doc["pids"] == {"comparable": False, "view": "none", "note": CONTAINER["note"]}

@@ -414,6 +414,7 @@ def test_fake_field_signature_is_well_formed__real_comparison_waits_for_a_gpu_ru
     top = {f.name for f in dataclasses.fields(nvml.NvmlSnapshot)}
     assert set(signature) == top | gpu_fields | process_fields
     ints = ("index", "memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib",
+            "memory_total_bytes", "memory_used_bytes", "memory_free_bytes", "memory_reserved_bytes",
             "utilization_gpu_pct", "utilization_memory_pct", "temperature_c")
     assert {f: signature[f"gpus[].{f}"] for f in ints} == dict.fromkeys(ints, "int")
     assert signature["gpus[].power_w"] == "float"  # W, from mW
@@ -423,7 +424,8 @@ def test_fake_field_signature_is_well_formed__real_comparison_waits_for_a_gpu_ru
     assert {p: signature[p] for p in process_fields} == {
         "gpus[].processes[].pid": "int", "gpus[].processes[].used_mib": "int", "gpus[].processes[].name": "str",
         "gpus[].processes[].user": "str", "gpus[].processes[].is_self": "bool", "gpus[].processes[].type": "str",
-        "gpus[].processes[].local_pid": "int", "gpus[].processes[].sm_pct": "int"}
+        "gpus[].processes[].local_pid": "int", "gpus[].processes[].sm_pct": "int",
+        "gpus[].processes[].used_bytes": "int"}
     assert signature["driver_version"] == signature["cuda_driver_version"] == "str"
 
 

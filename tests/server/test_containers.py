@@ -113,7 +113,7 @@ def test_without_a_host_view_nothing_is_charged_to_a_wrong_kernel_and_bad_report
         gpu = document["gpus"][0]
         assert gpu["processes"] == []  # no row of a wrong name, user or kernel
         assert gpu["unattributed"] == {
-            "count": 2, "used_mib": 12288,
+            "count": 2, "used_mib": 12288, "used_bytes": 12288 * MIB,
             "text": "12,288 MiB held by 2 processes this server cannot attribute: its PID namespace differs from the "
                     "driver's"}
         assert report_of(document, innocent) is None

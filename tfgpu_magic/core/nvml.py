@@ -214,6 +214,10 @@ def _unreadable_gpu(index: int, why: Unavailable) -> Gpu:
         mig_mode=why,
         mig_pending=why,
         mig_error=why,
+        memory_total_bytes=why,
+        memory_used_bytes=why,
+        memory_free_bytes=why,
+        memory_reserved_bytes=why,
     )
 
 
