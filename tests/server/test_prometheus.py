@@ -4,95 +4,14 @@ figures. Skipped without the binary, failed instead with CI=true (``.ci/run`` in
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
-from labsession import Lab, free_port
+from labsession import Lab
+from promsession import Prometheus, require_prometheus, value
 
 pytestmark = pytest.mark.server
-
-PROMETHEUS = "/usr/bin/prometheus"
-
-
-def require_prometheus() -> None:
-    if shutil.which(PROMETHEUS):
-        return
-    reason = f"needs Prometheus at {PROMETHEUS}: apt-get install prometheus"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, so the Prometheus test must run: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
-class Prometheus:
-    def __init__(self, folder, target_port: int, token: str, metrics_path: str):
-        self.port = free_port()
-        self.folder = folder
-        config = folder / "prometheus.yml"
-        # Written as JSON, which is YAML too.
-        config.write_text(json.dumps({
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-            "scrape_configs": [{
-                "job_name": "jupyter", "metrics_path": metrics_path,
-                "authorization": {"type": "token", "credentials": token},  # sends "Authorization: token ..."
-                "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}],
-            }],
-        }))
-        self.log = open(folder / "prometheus.log", "wb")  # noqa: SIM115 (closed in stop)
-        self.process = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
-
-    def query(self, expression: str) -> list[dict]:
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expression})
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            body = json.loads(answer.read())
-        assert body["status"] == "success", body
-        return body["data"]["result"]
-
-    def wait_for(self, expression: str, ready, timeout: float = 60) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        result: list[dict] | str = []
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.tail()
-            try:
-                result = self.query(expression)
-                if ready(result):
-                    return result
-            except OSError as exc:  # not listening yet
-                result = str(exc)
-            time.sleep(0.5)
-        raise AssertionError(f"{expression}: {result}\n{self.targets()}\n{self.tail()}")
-
-    def targets(self) -> str:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets", timeout=5) as answer:
-                return answer.read().decode()[:2000]
-        except OSError as exc:
-            return str(exc)
-
-    def tail(self) -> str:
-        return (self.folder / "prometheus.log").read_text(errors="replace")[-2000:]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
-
-
-def value(result: list[dict]) -> float:
-    assert len(result) == 1, result
-    return float(result[0]["value"][1])
-
 
 @pytest.mark.kernel
 def test_prometheus_scrapes_gpu_and_notebook_memory(fake_nvml_lib, tmp_path):

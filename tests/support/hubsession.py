@@ -51,6 +51,7 @@ c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = {hub_port}
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
+c.ConfigurableHTTPProxy.auth_token = {proxy_token!r}
 c.ConfigurableHTTPProxy.command = [{chp!r}]
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
@@ -66,27 +67,48 @@ c.JupyterHub.db_url = "sqlite:///{folder}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "{folder}/jupyterhub_cookie_secret"
 c.JupyterHub.pid_file = "{folder}/jupyterhub.pid"
 c.JupyterHub.last_activity_interval = {activity_interval}
-c.JupyterHub.services = [{{"name": "tester", "api_token": {token!r}}}]
+c.JupyterHub.services = [{{"name": "tester", "api_token": {token!r}}}, *{services!r}]
 c.JupyterHub.load_roles = [{{"name": "tester-admin", "services": ["tester"], "scopes": [
-    "admin:users", "admin:servers", "tokens", "access:servers", "list:users", "read:users"]}}]
+    "admin:users", "admin:servers", "tokens", "access:servers", "list:users", "read:users"]}}, *{roles!r}]
+{config}
 """
 
 
 class Hub:
-    """``jupyterhub`` with its own folder, ports and service token; users' servers started through its REST API."""
+    """``jupyterhub`` with its own folder, ports and service token; users' servers started through its REST API.
 
-    def __init__(self, environment: dict[str, str], *, args: list[str] | None = None, activity_interval: int = 300):
+    ``services`` and ``roles`` (``c.JupyterHub.services`` and ``load_roles`` entries) come after the tester's own;
+    ``config`` is more lines of ``jupyterhub_config.py``. The proxy's REST API is at ``proxy_api_url`` with
+    ``proxy_token`` (the Hub's CONFIGPROXY_AUTH_TOKEN)."""
+
+    def __init__(self, environment: dict[str, str], *, args: list[str] | None = None, activity_interval: int = 300,
+                 services: list[dict] | None = None, roles: list[dict] | None = None, config: str = ""):
         self.environment = dict(environment)
         self.args = list(args or [])
         self.activity_interval = activity_interval
+        self.services = list(services or [])
+        self.roles = list(roles or [])
+        self.config = config
         self.token = secrets.token_hex(16)
+        self.proxy_token = secrets.token_hex(16)
         self.folder: Path | None = None
         self.port = 0
+        self.hub_port = 0
+        self.proxy_api_port = 0
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        """The Hub's own REST API, not through the proxy (what a managed service gets as JUPYTERHUB_API_URL)."""
+        return f"http://127.0.0.1:{self.hub_port}/hub/api"
+
+    @property
+    def proxy_api_url(self) -> str:
+        return f"http://127.0.0.1:{self.proxy_api_port}"
 
     def __enter__(self) -> Hub:
         self.start()
@@ -102,6 +124,8 @@ class Hub:
         settings.mkdir()
         write_settings(settings)
         self.port = free_port()
+        self.hub_port = free_port()
+        self.proxy_api_port = free_port()
         singleuser = str(Path(sys.executable).parent / "jupyterhub-singleuser")
         args = [*self.args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -110,7 +134,8 @@ class Hub:
         # and their own settings folder so no ~/.jupyter is read.
         environment = {**self.environment, "JUPYTERLAB_SETTINGS_DIR": str(settings)}
         (self.folder / "jupyterhub_config.py").write_text(CONFIG.format(
-            port=self.port, hub_port=free_port(), proxy_api_port=free_port(), chp=str(CHP),
+            port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port, chp=str(CHP),
+            proxy_token=self.proxy_token, services=self.services, roles=self.roles, config=self.config,
             home=str(self.folder / "home"), singleuser=singleuser, args=args, environment=environment,
             folder=self.folder, token=self.token, activity_interval=self.activity_interval))
         env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS_ENV}
@@ -162,6 +187,16 @@ class Hub:
         self._wait(lambda: self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {}).get("ready"), timeout,
                    f"{user}'s server was not ready")
 
+    def start_servers(self, *users: str, timeout: float = 120) -> None:
+        """Start each user's server at once (the Hub spawns them side by side), and wait for every one."""
+        for user in users:
+            if not self._exists(user):
+                self.api("POST", "/hub/api/users", {"usernames": [user]})
+            self.api("POST", f"/hub/api/users/{user}/server")
+        for user in users:
+            self._wait(lambda user=user: self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {}).get("ready"),
+                       timeout, f"{user}'s server was not ready")
+
     def stop_server(self, user: str, timeout: float = 60) -> None:
         self.api("DELETE", f"/hub/api/users/{user}/server")
         self._wait(lambda: not self.api("GET", f"/hub/api/users/{user}")["servers"], timeout,
@@ -181,6 +216,24 @@ class Hub:
     def server_activity(self, user: str) -> str | None:
         """The Hub's ``last_activity`` of the user's server (what jupyterhub-idle-culler reads)."""
         return self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {}).get("last_activity")
+
+    def proxy_api(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+        """(status, body) of configurable-http-proxy's REST API (``/api/routes...``) with the proxy's token."""
+        request = urllib.request.Request(f"{self.proxy_api_url}{path}", method=method,
+                                         headers={"Authorization": f"token {self.proxy_token}"},
+                                         data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                return answer.status, answer.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    def proxy_routes(self) -> dict[str, dict]:
+        """The proxy's routing table as configurable-http-proxy keeps it: ``{"/user/alice": {"target": ...,
+        "user": "alice", "server_name": "", "jupyterhub": true, "last_activity": ...}, ...}``."""
+        status, body = self.proxy_api("GET", "/api/routes")
+        assert status == 200, (status, body)
+        return json.loads(body)
 
     def log_tail(self, chars: int = 4000) -> str:
         with contextlib.suppress(OSError, TypeError):
