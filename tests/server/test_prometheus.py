@@ -37,15 +37,17 @@ def test_prometheus_scrapes_gpu_and_notebook_memory(fake_nvml_lib, tmp_path):
             # Two scrapes at least: the series has two samples in Prometheus's own store.
             prometheus.wait_for('count_over_time(tfgpu_nvml_available[1m])', lambda r: r and value(r) >= 2)
             assert value(prometheus.query('up{job="jupyter"}')) == 1
-            used = prometheus.query('tfgpu_gpu_memory_used_bytes{index="1"}')
+            used = prometheus.query('tfgpu_gpu_memory_used_bytes{gpu="1"}')
             assert value(used) == config["gpus"][1]["memory_used"]
-            assert used[0]["metric"]["name"] == "NVIDIA H100 80GB HBM3"
-            assert used[0]["metric"]["uuid"] == config["gpus"][1]["uuid"]
-            total = prometheus.query('tfgpu_gpu_memory_total_bytes{index="0"}')
+            assert used[0]["metric"]["modelName"] == "NVIDIA H100 80GB HBM3"
+            assert used[0]["metric"]["UUID"] == config["gpus"][1]["uuid"]
+            total = prometheus.query('tfgpu_gpu_memory_total_bytes{gpu="0"}')
             assert value(total) == config["gpus"][0]["memory_total"]
             held = prometheus.wait_for('tfgpu_kernel_gpu_memory_used_bytes{notebook="work/train.ipynb"}',
                                        lambda r: len(r) == 1)
             assert value(held) == 3072 * MIB
-            assert held[0]["metric"]["kernel_id"] == kernel_id and held[0]["metric"]["gpu_index"] == "1"
+            assert held[0]["metric"]["kernel_id"] == kernel_id and held[0]["metric"]["gpu"] == "1"
+            # An empty label is no label in Prometheus: a whole GPU's series look like DCGM's whole-GPU ones.
+            assert "GPU_I_ID" not in held[0]["metric"] and "mig_uuid" not in held[0]["metric"]
         finally:
             prometheus.stop()
