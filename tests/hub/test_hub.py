@@ -56,18 +56,7 @@ def get(hub: Hub, path: str, user: str | None):
 
 
 def start_kernel(hub: Hub, user: str, notebook: str) -> tuple[str, int]:
-    status, body = hub.request("POST", f"/user/{user}/api/sessions", hub.tokens[user],
-                               {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}})
-    assert status == 201, body
-    kernel_id = json.loads(body)["kernel"]["id"]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        doc = json.loads(get(hub, f"/user/{user}/tfgpu/api/gpus", user)[1])
-        pid = next((k["pid"] for k in doc["kernels"] if k["id"] == kernel_id), None)
-        if pid:
-            return kernel_id, pid
-        time.sleep(0.3)
-    raise AssertionError(f"no PID for {user}'s kernel {kernel_id}")
+    return hub.start_kernel(user, notebook, hub.tokens[user])
 
 
 def test_each_users_endpoints_answer_their_token_only(hub):

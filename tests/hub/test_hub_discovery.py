@@ -275,18 +275,7 @@ def dcgm_exporter(gpu: dict, index: int):
 
 
 def start_kernel(hub: Hub, user: str, notebook: str) -> tuple[str, int]:
-    status, body = hub.request("POST", f"/user/{user}/api/sessions", hub.tokens[user],
-                               {"path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}})
-    assert status == 201, body
-    kernel_id = json.loads(body)["kernel"]["id"]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        doc = json.loads(hub.request("GET", f"/user/{user}/tfgpu/api/gpus", hub.tokens[user])[1])
-        pid = next((k["pid"] for k in doc["kernels"] if k["id"] == kernel_id), None)
-        if pid:
-            return kernel_id, pid
-        time.sleep(0.3)
-    raise AssertionError(f"no PID for {user}'s kernel {kernel_id}")
+    return hub.start_kernel(user, notebook, hub.tokens[user])
 
 
 HELD_MIB = {"alice": 2048, "bob": 1024}

@@ -7,7 +7,6 @@ failed instead with CI=true (``.ci/run`` installs Debian's ``prometheus``, which
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 import yaml
 from grafana import check_dashboard_structure, dashboard_queries
 from harness import ROOT
+from promsession import require_binary
 
 from tfgpu_magic import monitoring
 
@@ -30,12 +30,7 @@ ALL = {"Hostname": ".*", "user": ".*"}  # the dashboard's variables at "All"
 
 
 def require_promtool() -> None:
-    if shutil.which(PROMTOOL):
-        return
-    reason = f"needs promtool at {PROMTOOL}: apt-get install prometheus"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, so the promtool tests must run: {reason}", pytrace=False)
-    pytest.skip(reason)
+    require_binary(PROMTOOL, "promtool")
 
 
 def promtool(*args: str | Path) -> subprocess.CompletedProcess:

@@ -74,6 +74,18 @@ c.JupyterHub.load_roles = [{{"name": "tester-admin", "services": ["tester"], "sc
 """
 
 
+def _http(method: str, url: str, token: str | None, body: dict | None = None) -> tuple[int, bytes]:
+    """(status, body) of one request, with ``Authorization: token ...`` when given and ``body`` as JSON."""
+    headers = {"Authorization": f"token {token}"} if token else {}
+    request = urllib.request.Request(url, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
 class Hub:
     """``jupyterhub`` with its own folder, ports and service token; users' servers started through its REST API.
 
@@ -164,14 +176,7 @@ class Hub:
 
     def request(self, method: str, path: str, token: str | None, body: dict | None = None) -> tuple[int, bytes]:
         """(status, body) of one request through the proxy, with ``Authorization: token ...`` when given."""
-        headers = {"Authorization": f"token {token}"} if token else {}
-        request = urllib.request.Request(f"{self.url}{path}", method=method, headers=headers,
-                                         data=None if body is None else json.dumps(body).encode())
-        try:
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                return answer.status, answer.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
+        return _http(method, f"{self.url}{path}", token, body)
 
     def api(self, method: str, path: str, body: dict | None = None):
         """The Hub's REST API with the service token; the JSON answer (HTTPError for an error status)."""
@@ -181,11 +186,7 @@ class Hub:
         return json.loads(data or b"null")
 
     def start_server(self, user: str, timeout: float = 120) -> None:
-        if not self._exists(user):
-            self.api("POST", "/hub/api/users", {"usernames": [user]})
-        self.api("POST", f"/hub/api/users/{user}/server")
-        self._wait(lambda: self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {}).get("ready"), timeout,
-                   f"{user}'s server was not ready")
+        self.start_servers(user, timeout=timeout)
 
     def start_servers(self, *users: str, timeout: float = 120) -> None:
         """Start each user's server at once (the Hub spawns them side by side), and wait for every one."""
@@ -196,6 +197,22 @@ class Hub:
         for user in users:
             self._wait(lambda user=user: self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {}).get("ready"),
                        timeout, f"{user}'s server was not ready")
+
+    def start_kernel(self, user: str, notebook: str, token: str) -> tuple[str, int]:
+        """(kernel id, pid) of a new notebook session on ``user``'s server, as the user's page starts one (``token``:
+        the user's), once the server's GPU answer lists the kernel with its PID."""
+        status, body = self.request("POST", f"/user/{user}/api/sessions", token, {
+            "path": notebook, "name": notebook, "type": "notebook", "kernel": {"name": "python3"}})
+        assert status == 201, body
+        kernel_id = json.loads(body)["kernel"]["id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            doc = json.loads(self.request("GET", f"/user/{user}/tfgpu/api/gpus", token)[1])
+            pid = next((k["pid"] for k in doc["kernels"] if k["id"] == kernel_id), None)
+            if pid:
+                return kernel_id, pid
+            time.sleep(0.3)
+        raise AssertionError(f"no PID for {user}'s kernel {kernel_id}")
 
     def stop_server(self, user: str, timeout: float = 60) -> None:
         self.api("DELETE", f"/hub/api/users/{user}/server")
@@ -219,14 +236,7 @@ class Hub:
 
     def proxy_api(self, method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
         """(status, body) of configurable-http-proxy's REST API (``/api/routes...``) with the proxy's token."""
-        request = urllib.request.Request(f"{self.proxy_api_url}{path}", method=method,
-                                         headers={"Authorization": f"token {self.proxy_token}"},
-                                         data=None if body is None else json.dumps(body).encode())
-        try:
-            with urllib.request.urlopen(request, timeout=60) as answer:
-                return answer.status, answer.read()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read()
+        return _http(method, f"{self.proxy_api_url}{path}", self.proxy_token, body)
 
     def proxy_routes(self) -> dict[str, dict]:
         """The proxy's routing table as configurable-http-proxy keeps it: ``{"/user/alice": {"target": ...,

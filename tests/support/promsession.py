@@ -21,15 +21,20 @@ from labsession import free_port
 PROMETHEUS = "/usr/bin/prometheus"
 
 
-def require_prometheus() -> None:
+def require_binary(path: str, what: str) -> None:
+    """Skip without Debian's ``prometheus`` package's ``path``; with CI=true fail instead (.ci/run installs it)."""
     import pytest
 
-    if shutil.which(PROMETHEUS):
+    if shutil.which(path):
         return
-    reason = f"needs Prometheus at {PROMETHEUS}: apt-get install prometheus"
+    reason = f"needs {what} at {path}: apt-get install prometheus"
     if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true, so the Prometheus test must run: {reason}", pytrace=False)
+        pytest.fail(f"CI=true, so the {what} tests must run: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_prometheus() -> None:
+    require_binary(PROMETHEUS, "Prometheus")
 
 
 class Prometheus:
