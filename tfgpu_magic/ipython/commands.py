@@ -142,6 +142,20 @@ def memory(call: Call) -> None:
                snap.memory_html() + live_html.cells_html(cells, allocators))
 
 
+def oom(call: Call) -> None:
+    """``%tfgpu oom``: the last out-of-memory card again."""
+    from .oom import show_last
+
+    show_last(getattr(call.ext, "oom_watch", None))
+
+
+def free(call: Call) -> None:
+    """``%tfgpu free [--keras]``: let go of what the last error keeps alive, with the figures before and after."""
+    from .oom import free as free_memory
+
+    free_memory(call.ext.shell, getattr(call.ext, "oom_watch", None), call.ext.controller, keras=call.args.keras)
+
+
 def export(call: Call) -> None:
     controller = call.ext.controller
     plan = controller.plan
@@ -261,6 +275,8 @@ ROUTES: dict[str, Handler | dict[str, Handler]] = {
     "placement": PLACEMENT_ROUTES,
     "device": device,
     "memory": memory,
+    "oom": oom,
+    "free": free,
     "panel": panel,
     "log": log,
     "export": export,

@@ -48,6 +48,7 @@ class TfgpuMagics(Magics):
         self._live = None  # the live model, made on first use (a panel, or a cell once the extension is loaded)
         self.sidebar = None  # the sidebar's comm target (comm.py), registered by load_extension in a kernel
         self._panel = None  # what `%tfgpu panel` shows, again and again, until it is closed
+        self.oom_watch = None  # the out-of-memory card's watch (ipython/oom.py), made by load_extension
         super().__init__(shell=shell, **kwargs)
         self._ready = True
 
@@ -271,6 +272,10 @@ def load_extension(shell) -> None:
     cells = magics._cell_memory = _CellMemory(magics)
     shell.events.register("pre_run_cell", cells.pre_run_cell)
     shell.events.register("post_run_cell", cells.post_run_cell)  # after placement's: its summary is ready
+    from .oom import OomWatch
+
+    magics.oom_watch = OomWatch(magics)  # the card under a cell that ran out of memory (TensorFlow's own error)
+    shell.events.register("post_run_cell", magics.oom_watch.post_run_cell)
     from .completion import register as register_completion
 
     register_completion(shell)
@@ -322,6 +327,9 @@ def unload_extension(shell) -> None:
     for name in ("pre_run_cell", "post_run_cell"):
         if cells is not None and getattr(cells, name) in shell.events.callbacks[name]:
             shell.events.unregister(name, getattr(cells, name))
+    watch = getattr(magics, "oom_watch", None)
+    if watch is not None and watch.post_run_cell in shell.events.callbacks["post_run_cell"]:
+        shell.events.unregister("post_run_cell", watch.post_run_cell)
     if magics.sidebar is not None:
         magics.sidebar.unregister()
     if magics._live is not None:

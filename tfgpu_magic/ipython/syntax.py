@@ -23,6 +23,8 @@ _TAIL = """\
 %tfgpu placement on|off|show|clear   capture TensorFlow's placement log into the notebook
 %%tfgpu device DEVICE                run the cell under tf.device(DEVICE) and show where its ops ran
 %tfgpu memory [--reset]              TensorFlow allocator memory per device, current and peak; recent cells
+%tfgpu oom                           the last out-of-memory card again: the ask, who holds it, what to do
+%tfgpu free [--keras]                let go of what the last error keeps alive; the memory before and after
 %tfgpu panel [--close]               the live panel: devices, memory over time, cells, placement, controls
 %tfgpu log [quiet|all|raw]           TensorFlow's own log: the recent cells' full text, or how cells show it
 %tfgpu export [--tf1]                the settings as plain Python to paste into a script
@@ -46,7 +48,7 @@ def usage() -> str:
 
 
 _BEFORE = ("status", "devices")
-_AFTER = ("placement", "device", "memory", "panel", "log", "export", "strategy", "reset", "help")
+_AFTER = ("placement", "device", "memory", "oom", "free", "panel", "log", "export", "strategy", "reset", "help")
 
 
 def subcommands() -> tuple[str, ...]:
@@ -84,6 +86,16 @@ DETAILS: dict[str, tuple[str, tuple[str, ...]]] = {
     "memory": ("TensorFlow's allocator figures per logical device, current and peak; --reset starts the "
                "peaks again.",
                ("%tfgpu memory", "%tfgpu memory --reset")),
+    "oom": ("When a cell runs out of memory (TensorFlow's ResourceExhaustedError, on a GPU or the CPU), a card under "
+            "it says what TensorFlow asked for, this kernel's TensorFlow memory, the GPU's free memory and who holds "
+            "it (other notebooks' kernels by name), the likely cause and the next steps as magics. This shows the last "
+            "card again.",
+            ("%tfgpu oom",)),
+    "free": ("Let go of what the last error keeps alive: its traceback's frames (the failed cell's local variables), "
+             "sys.last_value and IPython's reference to it; then collect garbage and, with --keras, clear Keras' "
+             "session. Prints TensorFlow's bytes per device, this process's host memory and NVML's figure for it "
+             "before and after. TensorFlow's GPU allocator keeps what it reserved: only a restart returns it.",
+             ("%tfgpu free", "%tfgpu free --keras")),
     "panel": ("The live panel (ipywidgets): devices in both numberings, each GPU's memory (what TensorFlow reserved "
               "against what it uses) with a chart of the last minutes, the recent cells' memory, the placement log, "
               "and controls for the settings while they can still change. It refreshes while cells run; --close "
@@ -128,13 +140,14 @@ def _view_parsers() -> dict[str, ArgParser]:
     from ..core.changes import ArgParser
 
     made: dict[str, ArgParser] = {}
-    for name in ("status", "devices", "reset", "help", "strategy", "memory", "export"):
+    for name in ("status", "devices", "reset", "help", "strategy", "memory", "export", "oom", "free"):
         made[name] = ArgParser(name)
     made["help"].add_argument("subcommand", nargs="?", default=None, help="the subcommand to explain, with examples")
     made["devices"].add_argument("--json", action="store_true")
     made["status"].add_argument("--json", action="store_true")
     made["memory"].add_argument("--reset", action="store_true", help="reset the peak figures")
     made["export"].add_argument("--tf1", action="store_true", help="ConfigProto + Session instead of tf.config")
+    made["free"].add_argument("--keras", action="store_true", help="also clear Keras' session (its models, layers)")
     return made
 
 
