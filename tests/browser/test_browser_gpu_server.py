@@ -448,13 +448,24 @@ def test_a_403_says_the_session_ended_and_offers_a_reload(page, gpu_lab):
     expect(gpu_block(sidebar, 1)).to_be_visible()
     # The button reloads the page. (Every request refused until then: the status-bar item keeps the poll going
     # while the sidebar is hidden, so a single refusal could come and go unseen.)
-    page.route("**/tfgpu/api/gpus*", lambda route: route.fulfill(status=403, body=""))
+    # Refused until the reload's own request leaves: a request that succeeded before the click would take the
+    # button away under it, and the page it loads must find the server answering again.
+    refusing = {"on": True}
+
+    def refuse(route):
+        if refusing["on"]:
+            route.fulfill(status=403, body="")
+        else:
+            route.continue_()
+
+    page.on("request", lambda request: request.is_navigation_request() and refusing.update(on=False))
+    page.route("**/tfgpu/api/gpus*", refuse)
     page.locator('.jp-SideBar [data-id="filebrowser"]').click()
     open_sidebar(page)
     expect(reload).to_be_visible(timeout=30_000)
-    # Still refused while clicking: a request that succeeded first would take the button away under the click.
     with page.expect_navigation(timeout=60_000):
         reload.click()
+    assert not refusing["on"]
     page.unroute("**/tfgpu/api/gpus*")
     wait_for_app(page)
 
