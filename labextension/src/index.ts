@@ -1,6 +1,7 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookActions } from '@jupyterlab/notebook';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
@@ -20,6 +21,7 @@ import { CullerNotices } from './culler';
 import { GpuFeed } from './feed';
 import { gpuIcon } from './icon';
 import { hasSettings } from './model';
+import { oomRendererFactory } from './oomcard';
 import { requestAPI } from './request';
 import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
@@ -34,7 +36,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: "A sidebar with the server's GPUs, the notebooks using them, and the front notebook's TensorFlow setup.",
   autoStart: true,
-  optional: [INotebookTracker, ISettingRegistry, ITranslator, ILayoutRestorer, ICommandPalette, IStatusBar],
+  optional: [
+    INotebookTracker,
+    ISettingRegistry,
+    ITranslator,
+    ILayoutRestorer,
+    ICommandPalette,
+    IStatusBar,
+    IRenderMimeRegistry
+  ],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker | null,
@@ -42,7 +52,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     translator: ITranslator | null,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
-    statusBar: IStatusBar | null
+    statusBar: IStatusBar | null,
+    rendermime: IRenderMimeRegistry | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
     if (tracker) {
@@ -64,6 +75,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         requestAPI<unknown>(API_KEEP, { method: 'POST', body: JSON.stringify({ kernel_id: kernelId }) }),
       store: browserStorage()
     });
+    // The out-of-memory card under a cell that raised ResourceExhaustedError, with its buttons (oomcard.ts).
+    if (rendermime) {
+      rendermime.addFactory(oomRendererFactory({ trans, tracker, applier, feed, rendermime }));
+    }
     const sidebar = new GpuSidebar({
       trans,
       feed,
