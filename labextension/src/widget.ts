@@ -8,6 +8,7 @@ import type { StartApplier } from './apply';
 import { savedOf } from './apply';
 import { NotebookLink } from './comm';
 import { CullerNotices, renderCuller } from './culler';
+import { KernelDeaths, renderDeaths } from './deaths';
 import { SIDEBAR_ID } from './constants';
 import type { GpuFeed } from './feed';
 import { GpuChart } from './gpuchart';
@@ -92,7 +93,14 @@ export class GpuSidebar extends Widget {
     // The culler's warnings and the kernels it shut down: above everything, as they ask for a decision.
     this._cullerSlot = el('div', 'tfgpu-culler');
     this._cullerSlot.setAttribute('aria-live', 'polite');
+    // Kernels that died holding GPU memory (deaths.ts): which notebook, when, what it held, the likely cause.
+    this._deaths = new KernelDeaths(this._feed);
+    this._deathSlot = el('div', 'tfgpu-deaths tfgpu-empty');
+    this._deathSlot.setAttribute('aria-live', 'polite');
+    this._deaths.changed.connect(this._renderDeaths, this);
+    this._renderDeaths();
     this.node.appendChild(header);
+    this.node.appendChild(this._deathSlot);
     this.node.appendChild(this._cullerSlot);
     this.node.appendChild(server);
     // The user is here: the feed asks at the usual interval for a while, however idle the kernels are.
@@ -141,6 +149,7 @@ export class GpuSidebar extends Widget {
     }
     this._feed.changed.disconnect(this._onFeed, this);
     this._culler?.changed.disconnect(this._renderCuller, this);
+    this._deaths.dispose();
     this._feed.need(READER, false);
     clearTimeout(this._actionErrorTimer);
     this._applier?.changed.disconnect(this._onApplied, this);
@@ -318,6 +327,13 @@ export class GpuSidebar extends Widget {
     this._cullerSlot.replaceChildren(...nodes);
     this._cullerSlot.classList.toggle('tfgpu-empty', nodes.length === 0);
     this._scheduleTitles();
+  }
+
+  /** The lines on kernels that died holding GPU memory, at the top. */
+  private _renderDeaths(): void {
+    const nodes = renderDeaths(this._deaths, this._trans);
+    this._deathSlot.replaceChildren(...nodes);
+    this._deathSlot.classList.toggle('tfgpu-empty', nodes.length === 0);
   }
 
   /** Render "All GPUs" if what it shows changed; true when it did. */
@@ -514,6 +530,8 @@ export class GpuSidebar extends Widget {
   private _shutdownKernel: ((kernelId: string) => Promise<void>) | null;
   private _culler: CullerNotices | null;
   private _cullerSlot: HTMLDivElement;
+  private _deaths: KernelDeaths;
+  private _deathSlot: HTMLDivElement;
   private _titlesScheduled = false;
   /** The server's setting words the sections were last rendered with. */
   private _settingWords: SettingWords | null = null;

@@ -152,6 +152,7 @@ def gpu_document(
     reports: dict[str, dict[str, Any]] | None = None,
     busy_threshold: float = idle.DEFAULT_THRESHOLD_PCT,
     culler: dict[str, Any] | None = None,
+    dead_kernels: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The response of ``GET tfgpu/api/gpus``.
 
@@ -164,7 +165,8 @@ def gpu_document(
     ``reports``: kernel id -> its checked report's summary (reports.Report.summary), read where PIDs are not
     comparable; a kernel's ``report`` in the document is that, or None. A kernel dict may carry ``running`` (a cell
     runs) and ``idle_since`` (Unix time, server/activity.py): its ``activity`` (core/idle.py) then says whether it
-    is idle, by ``busy_threshold`` % of SM utilization. ``culler``: the culler's warnings and shutdowns, as is."""
+    is idle, by ``busy_threshold`` % of SM utilization. ``culler``: the culler's warnings and shutdowns, as is.
+    ``dead_kernels``: the kernels that died holding GPU memory, newest first (server/deaths.py), as is."""
     now = time.time() if now is None else now
     reports = reports or {}
     kernels = [_with_idle(k, now, reports.get(k.get("id"))) for k in kernels]
@@ -217,6 +219,7 @@ def gpu_document(
         # Every kernel idle by core/idle.py's rule (none running a cell or computing): the sidebar polls slowly.
         "all_idle": all(k["activity"]["state"] == "idle" for k in kernels),
         "culler": culler,
+        "dead_kernels": list(dead_kernels or ()),
         "pids": {key: pids.get(key) for key in HOST_PIDS},
         "other_users": "shown" if show_other_users else "hidden",
         "own_processes": own_processes,

@@ -30,6 +30,7 @@ from ..core.inputs import shown
 from ..core.reports import ReportReader
 from .activity import KernelActivity
 from .culler import IdleGpuCuller
+from .deaths import KernelDeaths
 from .feed import Answer, GpuFeed, encode, failure_document
 from .gpus import ParentCache, checked_reports, gpu_document, only_indices, parse_indices
 from .kernels import kernels_of
@@ -257,7 +258,9 @@ class Extension:
         show = options.show_other_users
 
         async def kernels() -> list[dict[str, Any]]:
-            return self.activity.annotate(await kernels_of(server_app, server_app.log))
+            listed = await kernels_of(server_app, server_app.log)
+            self.deaths.look(listed)  # the previous answer's holdings; each kernel's restarter heard
+            return self.activity.annotate(listed)
 
         parents = ParentCache()  # used in the worker thread only
         view = pidns.use_host_proc(options.host_proc or None)
@@ -268,7 +271,8 @@ class Extension:
         def build(reading: dict[str, Any], kernel_list: list[dict[str, Any]]) -> dict[str, Any]:
             return gpu_document(reading, kernel_list, user=_server_user(), show_other_users=show, own_processes=own,
                                 parent_of=parents, reports=checked_reports(reader, reading, kernel_list),
-                                busy_threshold=options.gpu_busy_threshold, culler=self.culler.public())
+                                busy_threshold=options.gpu_busy_threshold, culler=self.culler.public(),
+                                dead_kernels=self.deaths.public())
 
         # Each reading looks back one activity interval in NVML's per-process samples: consecutive looks cover all
         # the time between them.
@@ -278,6 +282,7 @@ class Extension:
         self.feed = GpuFeed(options.snapshot_max_age, kernels, build, stale_after=options.stale_after,
                             interval_s=options.history_interval, kept_s=options.history_seconds,
                             other_users="shown" if show else "hidden")
+        self.deaths = KernelDeaths(server_app.kernel_manager, self.feed.latest, server_app.log)
         self.activity = KernelActivity(server_app.kernel_manager, server_app.web_app.settings, self.feed.answer,
                                        options.activity_interval, server_app.log)
         self.culler = IdleGpuCuller(options.cull_idle_gpu_kernels_after, options.cull_interval, self.feed.answer,
@@ -314,4 +319,5 @@ class Extension:
             self.server_metrics = None
         self.culler.stop()
         self.activity.stop()
+        self.deaths.stop()
         self.feed.close()
