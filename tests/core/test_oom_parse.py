@@ -193,8 +193,8 @@ def test_another_process_holding_most_of_the_gpu_suggests_another_gpu():
               holders=(holder(4242, 70, notebook="other.ipynb"), holder(77, 5), holder(99, 3, mine=True)))
     d = _with_smaller_batch(oom.diagnose(f))
     assert d.case == "others"
-    assert d.cause.startswith("Other processes hold 75.0 GiB of GPU 1 (GPU:0)'s 80.0 GiB (other.ipynb (another "
-                              "kernel, pid 4242) alone holds 70.0 GiB), leaving 1.0 GiB free")
+    assert d.cause.startswith("Other processes hold 75.0 GiB of the 80.0 GiB on GPU 1 (TensorFlow's GPU:0); "
+                              "other.ipynb (another kernel, pid 4242) alone holds 70.0 GiB; 1.0 GiB was free when")
     assert magics(d)[0] == "%tfgpu visible auto --min-free 3GB"  # (128 MiB asked + 2 GiB in use) * 1.25, rounded up
     assert d.suggested == {"visible": "auto --min-free 3GB"}
 

@@ -256,7 +256,7 @@ def diagnose(facts: Facts) -> Diagnosis:
     if facts.kind == "cpu":
         return _cpu(facts, what)
     total, free = facts.gpu_total, facts.gpu_free
-    where = f"GPU {facts.physical_index} ({device})" if facts.physical_index is not None else device
+    where = f"GPU {facts.physical_index} (TensorFlow's {device})" if facts.physical_index is not None else device
     mine = sum(h.bytes or 0 for h in facts.holders if h.mine) or None
     others = [h for h in facts.holders if not h.mine]
     others_bytes = sum(h.bytes or 0 for h in others)
@@ -279,14 +279,14 @@ def diagnose(facts: Facts) -> Diagnosis:
     if others and others_bytes > total / 2 and others_bytes > (mine or 0):
         floor = (asked.bytes or 0) + (facts.tf_current or 0)
         floor = max(floor + floor // 4, GIB)
-        alone = f" ({biggest.text} alone holds {size_text(biggest.bytes)})" if biggest and len(others) > 1 else \
-            f" ({biggest.text})" if biggest else ""
+        alone = f"; {biggest.text} alone holds {size_text(biggest.bytes)}" if biggest and len(others) > 1 else \
+            f", all of it {biggest.text}" if biggest else ""
         steps = [_step(f"%tfgpu visible auto --min-free {_gb(floor)}",
                        f"after a restart, use a GPU with at least {_gb(floor)} free"),
                  _step(None, SMALLER)]
         return Diagnosis(
-            f"Other processes hold {size_text(others_bytes)} of {where}'s {size_text(total)}{alone}, leaving "
-            f"{size_text(free)} free when TensorFlow asked for {what}.",
+            f"Other processes hold {size_text(others_bytes)} of the {size_text(total)} on {where}{alone}; "
+            f"{size_text(free)} was free when TensorFlow asked for {what}.",
             _keep(facts, steps), _suggest(facts, {"visible": f"auto --min-free {_gb(floor)}"}), "others")
     bfc = (asked.allocator or "").endswith("_bfc")
     if bfc and asked.bytes is not None and reserved_unused is not None \
@@ -301,7 +301,7 @@ def diagnose(facts: Facts) -> Diagnosis:
             _suggest(facts, {"allocator": "async"}), "fragmented")
     if mine is not None and mine > total / 2 and facts.growth is not True:
         return Diagnosis(
-            f"This kernel's TensorFlow reserved {size_text(mine)} of {where}'s {size_text(total)} at its start "
+            f"This kernel's TensorFlow reserved {size_text(mine)} of the {size_text(total)} on {where} at its start "
             f"(memory growth is off, so the BFC allocator takes nearly the whole GPU), and the {need} it asked for "
             "did not fit in what was left of that pool.",
             _keep(facts, [_step("%tfgpu growth on", "reserve memory as it is needed, after a restart: the GPU shows "
@@ -312,7 +312,7 @@ def diagnose(facts: Facts) -> Diagnosis:
     if mine is not None and mine > total / 2:
         return Diagnosis(
             f"This kernel's TensorFlow already uses {size_text(facts.tf_current if facts.tf_current else mine)} "
-            f"of {where}'s {size_text(total)}, and the {need} it asked for did not fit beside it.",
+            f"of the {size_text(total)} on {where}, and the {need} it asked for did not fit beside it.",
             _keep(facts, [_step("%tfgpu free --keras", "drop the failed cell's tensors and old Keras models"),
                           _step("%tfgpu allocator async", "CUDA's own pool fragments less (after a restart)"),
                           _step(None, SMALLER)]),

@@ -202,10 +202,10 @@ def free(shell: Any, watch: OomWatch | None, controller: Any, keras: bool = Fals
         lines += fit("The GPU memory above stays reserved by TensorFlow's allocator: BFC keeps what it took from the "
                      "GPU for this process and reuses it for this kernel's next tensors, so NVML's figure (and "
                      "nvidia-smi's) does not fall. Only a restart returns it to the GPU; `%tfgpu growth on` or `%tfgpu "
-                     "limit 60%` as the first cell keeps the reservation small.", indent="  ")
+                     "limit 60%` as the first cell keeps the reservation small.", first="  ", indent="  ")
     elif any(name.endswith("in use") for name in after):
         lines += fit("Memory TensorFlow frees goes back to its allocator, which keeps it for this kernel's next "
-                     "tensors; only a restart returns all of it.", indent="  ")
+                     "tensors; only a restart returns all of it.", first="  ", indent="  ")
     print("\n".join(lines))
     return {"dropped": dropped, "collected": collected, "before": before, "after": after}
 
