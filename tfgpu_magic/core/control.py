@@ -283,6 +283,11 @@ class Controller:
         """Whether this controller changed ``name`` before (and keeps its first value to put back)."""
         return name in self._saved_env
 
+    def env_before(self, name: str) -> str | None:
+        """The value ``name`` had before this controller first changed it (its value now where it never did): what a
+        setting's `off` puts back."""
+        return self._saved_env[name] if name in self._saved_env else self.environ.get(name)
+
     def _apply_env(self, env: dict[str, str | None]) -> dict[str, str | None]:
         old = {}
         for name, value in env.items():
