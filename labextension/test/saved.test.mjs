@@ -92,7 +92,7 @@ test('a bad shape says what is wrong', () => {
     [{ version: 1.5 }, 'invalid', /version 1.5/],
     [{ apply_on_start: 'yes' }, 'invalid', /apply_on_start is "yes", not true or false/],
     [{ settings: [] }, 'invalid', /settings are \[\], not an object/],
-    [{ settings: { gpus: '1' } }, 'invalid', /unknown saved setting "gpus"; valid: visible, cpus, cpumem, growth, limit, virtual, placement/],
+    [{ settings: { gpus: '1' } }, 'invalid', /unknown saved setting "gpus"; valid: visible, cpus, cpumem, allocator, growth, limit, virtual, placement/],
     [{ settings: { cpus: 3 } }, 'invalid', /saved cpus is 3: expected the text after `%tfgpu cpus`$/],
     [{ settings: { cpus: '' } }, 'invalid', /saved cpus is "": expected/],
     [{ settings: { cpus: '  ' } }, 'invalid', /saved cpus is/],
@@ -231,9 +231,11 @@ test('a value holding a control character is refused: the first cell can never g
 // -- the settings there are, as the data names them ------------------------------------------------------
 
 test('the setting words come in the kernel\'s order, with which take one value per GPU and what an input shows', () => {
-  assert.deepEqual(SETTINGS.map(word => word.name), ['visible', 'cpus', 'cpumem', 'growth', 'limit', 'virtual', 'placement']);
+  assert.deepEqual(SETTINGS.map(word => word.name), [
+    'visible', 'cpus', 'cpumem', 'allocator', 'growth', 'limit', 'virtual', 'placement'
+  ]);
   assert.deepEqual(SETTINGS.filter(word => word.perGpu).map(word => word.name), ['limit', 'virtual']);
-  assert.deepEqual(SETTINGS[4], { name: 'limit', perGpu: true, placeholder: '40% / 2GB' }); // other keys left out
+  assert.deepEqual(SETTINGS[5], { name: 'limit', perGpu: true, placeholder: '40% / 2GB' }); // other keys left out
 });
 
 test('setting words of another shape are left out; none at all is null (an older kernel or server)', () => {
@@ -265,7 +267,7 @@ test('the settings are read with the words the data gives: a registry with anoth
   assert.equal(read.kind, 'ok');
   assert.deepEqual(Object.keys(read.saved.settings), ['cpus', 'memo']); // the words' order
   assert.equal(readSaved({ settings: { memo: 'a' } }, SETTINGS).message,
-    'unknown saved setting "memo"; valid: visible, cpus, cpumem, growth, limit, virtual, placement');
+    'unknown saved setting "memo"; valid: visible, cpus, cpumem, allocator, growth, limit, virtual, placement');
   assert.deepEqual(settingsFromEditor({ memo: 'a; b', cpus: '1' }, more), { cpus: '1', memo: ['a', 'b'] });
   assert.equal(firstCellSource({ memo: 'a' }, more), '%load_ext tfgpu_magic\n%tfgpu memo a');
   // A per-GPU list is per-GPU because the words say so.

@@ -67,7 +67,8 @@ FORM_JS = """(panel) => {
 def check_form(panel) -> dict:
     form = panel.evaluate(FORM_JS)
     assert [label["text"] for label in form["labels"]] == ["visible GPUs", "logical CPUs", "CPU figures",
-                                                          "memory growth", "memory limit", "placement log"], form
+                                                          "GPU allocator", "memory growth", "memory limit",
+                                                          "placement log"], form
     assert not [label for label in form["labels"] if label["clipped"]], form["labels"]
     assert len({round(i["left"]) for i in form["inputs"]}) == 1, form["inputs"]  # one column
     assert len({round(i["width"]) for i in form["inputs"]}) == 1, form["inputs"]  # one width
@@ -149,8 +150,9 @@ def test_panel_renders_names_devices_and_follows_memory(page, tmp_path):
     assert panel.inner_text().count("TensorFlow's runtime has started") == 1, panel.inner_text()
     form = check_form(panel)
     values = [i["value"] for i in form["inputs"]]
-    # The registry's order: visible, cpus, cpumem, growth, limit.
-    assert values[:5] == ["all", "2", "on", "off", "off"] and all(i["disabled"] for i in form["inputs"][:5]), form
+    # The registry's order: visible, cpus, cpumem, allocator, growth, limit.
+    assert values[:6] == ["all", "2", "on", "bfc", "off", "off"], form
+    assert all(i["disabled"] for i in form["inputs"][:6]), form
     assert form["restart"] is None  # nothing refused yet
     for width in (620, 1600):  # narrow and wide: still one column of inputs, no label cut
         page.set_viewport_size({"width": width, "height": 2000})

@@ -201,7 +201,7 @@ def message(panel: Panel) -> str:
 
 def test_before_any_setting_every_input_shows_the_value_in_force(shell, panel):
     assert values(panel) == {"visible": "all", "growth": "off", "limit": "off", "cpus": "off", "cpumem": "off",
-                             "placement": "off"}
+                             "allocator": "bfc", "placement": "off"}
     assert in_force_text(panel, "visible") == "not asked: every GPU this kernel was given"
     assert in_force_text(panel, "growth") == "not asked: TensorFlow's default"
     assert "runtime has started" not in panel._html["notice"].value  # TensorFlow fixed nothing yet
@@ -241,7 +241,7 @@ def test_after_tensorflow_starts_a_refused_value_never_stays_in_its_input(shell,
         assert values(panel)["cpus"] == "2"
         # Every input TensorFlow fixed is disabled, and still shows its value in force.
         fixed = [n for n, c in panel._inputs.items() if c.disabled and n != "placement"]  # no capture here
-        assert fixed == ["visible", "cpus", "cpumem", "growth", "limit"]  # the registry's order (core/settings)
+        assert fixed == ["visible", "cpus", "cpumem", "allocator", "growth", "limit"]  # the registry's order
         assert panel._restart.layout.display == "" and panel._restart.button_style == "danger"
     finally:
         panel.close()
@@ -254,7 +254,8 @@ def test_the_reason_inputs_are_disabled_is_said_once_for_the_whole_tab(shell, tf
         text = text_of(panel)
         assert text.count("TensorFlow's runtime has started") == 1, text
         assert panel._html["notice"].value.count("load_ext tfgpu_magic") == 1
-        assert "visible GPUs, logical CPUs, CPU figures, memory growth and memory limit are fixed" in text
+        assert ("visible GPUs, logical CPUs, CPU figures, GPU allocator, memory growth and memory limit are "
+                "fixed") in text
         assert all("runtime has started" not in s.value for s in panel._states.values())
     finally:
         panel.close()
@@ -280,8 +281,8 @@ def test_the_form_is_one_grid_with_a_label_column_that_never_cuts_a_label(panel)
     columns = grid.layout.grid_template_columns.split(" ")
     assert columns[0] == "max-content", columns  # as wide as the longest label
     labels = [w for w in grid.children if isinstance(w, ipywidgets.Label)]
-    assert [w.value for w in labels] == ["visible GPUs", "logical CPUs", "CPU figures", "memory growth",
-                                         "memory limit", "placement log"]
+    assert [w.value for w in labels] == ["visible GPUs", "logical CPUs", "CPU figures", "GPU allocator",
+                                         "memory growth", "memory limit", "placement log"]
     assert all(w.layout.overflow == "initial" and w.layout.width == "auto" for w in labels)  # initial: visible
     assert len(grid.children) == 6 * len(labels)  # per setting: label, input, Apply; under the input its state
     assert all(s.layout.grid_area == "auto / 2 / auto / span 1" for s in panel._states.values())

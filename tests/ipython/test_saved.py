@@ -52,8 +52,8 @@ def test_a_value_with_a_control_character_is_refused_and_never_a_line_of_code(va
     ({"version": "1"}, "tfgpu: bad 'tfgpu' metadata version '1': expected 1"),
     ([], "tfgpu: the notebook's 'tfgpu' metadata is list, not an object"),
     ({"settings": ["cpus 3"]}, "tfgpu: the saved settings are list, not an object"),
-    ({"settings": {"gpus": "1"}}, "tfgpu: unknown saved setting 'gpus'; valid: visible, cpus, cpumem, growth, limit, "
-                                  "virtual, placement"),
+    ({"settings": {"gpus": "1"}}, "tfgpu: unknown saved setting 'gpus'; valid: visible, cpus, cpumem, allocator, "
+                                  "growth, limit, virtual, placement"),
     ({"settings": {"cpus": 3}}, "tfgpu: saved cpus is 3: expected the text after `%tfgpu cpus`"),
     ({"settings": {"cpus": ["2", "3"]}}, 'tfgpu: saved cpus is ["2", "3"]: expected the text after `%tfgpu cpus`'),
     ({"settings": {"limit": []}}, "tfgpu: saved limit is []: expected the text after `%tfgpu limit`, or a list of "

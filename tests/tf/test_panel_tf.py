@@ -66,5 +66,5 @@ def test_a_scripted_session_fills_every_part_of_the_panel(fake_nvml):
     controls = {s["description"]: s for s in data["after"] if s["model"] == "ButtonModel"}
     assert controls["Apply"]["disabled"] in (True, False)
     disabled = [s for s in data["after"] if s["model"] in ("TextModel", "DropdownModel") and s["disabled"]]
-    assert len(disabled) == 5, disabled
+    assert len(disabled) == 6, disabled  # visible, cpus, cpumem, allocator, growth, limit
     assert after.count("TensorFlow's runtime has started, so") == 1  # the reason once, for the whole tab

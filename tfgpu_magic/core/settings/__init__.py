@@ -6,13 +6,14 @@ the sidebar's words (``wire_words``). Adding a setting is a file here and a line
 from __future__ import annotations
 
 from ..plan import Plan
+from .allocator import ALLOCATOR
 from .base import Change, Setting, _registered
 from .cpus import CPU_FIGURES, CPUS
 from .growth import GROWTH
 from .memory import LIMIT, VIRTUAL
 from .visible import VISIBLE
 
-REGISTRY: tuple[Setting, ...] = (VISIBLE, CPUS, CPU_FIGURES, GROWTH, LIMIT, VIRTUAL)
+REGISTRY: tuple[Setting, ...] = (VISIBLE, CPUS, CPU_FIGURES, ALLOCATOR, GROWTH, LIMIT, VIRTUAL)
 _registered[:] = REGISTRY
 
 # Saved in a notebook beside the settings, applied after them: the placement log's switch (not a TensorFlow setting).
