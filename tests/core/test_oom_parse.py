@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from gpu_fakes import gpu as fake_gpu
 
-from tfgpu_magic.core import oom
+from tfgpu_magic.core import oom, oom_figures
 from tfgpu_magic.core import settings as registry
 from tfgpu_magic.core.nvml import GpuProcess, NvmlSnapshot, Unavailable
 from tfgpu_magic.render.oom import to_html, to_text
@@ -200,7 +200,7 @@ def test_another_process_holding_most_of_the_gpu_suggests_another_gpu():
 
 
 def test_this_kernel_holding_the_gpu_without_growth_suggests_growth_and_a_limit():
-    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, growth=False,
+    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, memory_grows=False,
               holders=(holder(99, 78.5, mine=True),))
     d = _with_smaller_batch(oom.diagnose(f))
     assert d.case == "mine_reserved" and "memory growth is off" in d.cause
@@ -209,7 +209,7 @@ def test_this_kernel_holding_the_gpu_without_growth_suggests_growth_and_a_limit(
 
 
 def test_room_in_bfcs_pool_but_not_in_one_piece_is_fragmentation():
-    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=40 * GIB, growth=False,
+    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=40 * GIB, memory_grows=False,
               holders=(holder(99, 78, mine=True),))
     d = _with_smaller_batch(oom.diagnose(f))
     assert d.case == "fragmented" and "fragmented" in d.cause and "39.0 GiB" in d.cause
@@ -220,7 +220,7 @@ def test_room_in_bfcs_pool_but_not_in_one_piece_is_fragmentation():
 
 
 def test_this_kernel_using_the_gpu_with_growth_on_suggests_freeing():
-    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, growth=True,
+    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, memory_grows=True,
               holders=(holder(99, 78.9, mine=True),))
     d = _with_smaller_batch(oom.diagnose(f))
     assert d.case == "mine_used" and magics(d)[0] == "%tfgpu free --keras"
@@ -237,7 +237,7 @@ def test_no_gpu_figures_says_why():
 
 
 def test_a_step_naming_a_setting_that_is_not_registered_is_left_out():
-    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, growth=False,
+    f = facts(BIG_GPU_TEXT, gpu_total=80 * GIB, gpu_free=1 * GIB, tf_current=78 * GIB, memory_grows=False,
               holders=(holder(99, 78.5, mine=True),), registered=tuple(n for n in NAMES if n != "growth"))
     d = oom.diagnose(f)
     assert "%tfgpu growth on" not in magics(d) and d.suggested == {}
@@ -260,7 +260,7 @@ def test_gather_maps_tensorflows_gpu_0_to_the_physical_gpu_and_names_the_holders
     reports = {"k1": SimpleNamespace(notebook="other.ipynb", host_pid=None, pid=4242)}
     controller = SimpleNamespace(plan=registry.Plan(), environ={"CUDA_VISIBLE_DEVICES": "1",
                                                                "JPY_SESSION_NAME": "/home/ann/mine.ipynb"})
-    data = oom.report(error, controller=controller, snapshot=_snapshot((other, stranger, me)), reports=reports,
+    data = oom_figures.report(error, controller=controller, snapshot=_snapshot((other, stranger, me)), reports=reports,
                       execution_count=7)
     assert (data["kind"], data["physical_index"], data["execution_count"]) == ("gpu", 1, 7)
     assert data["gpu"] == {"name": "NVIDIA H100 80GB HBM3", "total_bytes": 81920 << 20, "free_bytes": 1920 << 20}
@@ -282,22 +282,22 @@ def test_a_report_with_a_learned_host_pid_names_nvmls_number(tf_loaded):
     snap = NvmlSnapshot(available=True, gpus=snap.gpus, pids={"comparable": False, "view": "none", "note": ""})
     reports = {"k1": SimpleNamespace(notebook="lab/other.ipynb", host_pid=70001, pid=12)}
     controller = SimpleNamespace(plan=registry.Plan(), environ={"CUDA_VISIBLE_DEVICES": "1"})
-    data = oom.report(error, controller=controller, snapshot=snap, reports=reports)
+    data = oom_figures.report(error, controller=controller, snapshot=snap, reports=reports)
     assert data["holders"][0]["notebook"] == "lab/other.ipynb" and data["holders"][0]["pid"] == 70001
-    data = oom.report(error, controller=controller, snapshot=snap, reports={})
+    data = oom_figures.report(error, controller=controller, snapshot=snap, reports={})
     assert data["holders"][0]["text"] == "pid 70001 (not placeable from here)"
 
 
 def test_gather_without_nvml_says_why(tf_loaded):
     error = _tf_class("ResourceExhaustedError")(GPU_TEXT)
     snap = NvmlSnapshot(available=False, error=Unavailable("error", "NVML library (libnvidia-ml.so.1) not found"))
-    data = oom.report(error, controller=SimpleNamespace(plan=registry.Plan(), environ={}), snapshot=snap)
+    data = oom_figures.report(error, controller=SimpleNamespace(plan=registry.Plan(), environ={}), snapshot=snap)
     assert data["gpu"] is None and data["holders"] == [] and data["physical_index"] is None
     assert "libnvidia-ml.so.1" in data["cause"] and data["case"] == "unknown"
 
 
 def test_the_cpu_card_has_host_memory_and_no_holders(tf_loaded):
-    data = oom.report(_tf_class("ResourceExhaustedError")(CPU_TEXT),
+    data = oom_figures.report(_tf_class("ResourceExhaustedError")(CPU_TEXT),
                       controller=SimpleNamespace(plan=registry.Plan(), environ={}))
     assert (data["kind"], data["gpu"], data["holders"], data["physical_index"]) == ("cpu", None, [], None)
     assert data["asked"]["shape"] == [1099511627776] and data["asked"]["bytes"] == 4398046511104

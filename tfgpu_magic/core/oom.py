@@ -8,10 +8,11 @@ Three parts, each usable alone:
   "Out of memory while trying to allocate N bytes", and either inside a wrapper (Keras' "Exception encountered when
   calling ...", a graph's "Graph execution error: ..."). ``oom_error(exc)`` finds TensorFlow's ResourceExhaustedError
   in an exception or its ``__cause__``/``__context__`` chain by its classes' names, importing nothing.
-- ``gather(...)``: the figures, from TensorFlow (passed in, never imported here), NVML's snapshot, the kernels'
+- ``oom_figures.gather(...)``: the figures, from TensorFlow (passed in, never imported), NVML's snapshot, the kernels'
   reports and the registry's settings, into ``Facts``. It never starts TensorFlow's runtime or enumerates its devices.
 - ``diagnose(facts)``: pure; the cause in one sentence, two or three steps as magics, and the settings a Restart button
-  would save. ``card(facts)`` is the contract's dict (render/oom.py draws it as text and HTML).
+  would save, each setting found in the registry by what it is (never by its name). ``card(facts)`` is the contract's
+  dict (render/oom.py draws it as text and HTML); ``oom_figures.report(exc, ...)`` gathers and makes it.
 
 No IPython, ipywidgets, tornado or jupyter_server here, and no TensorFlow import.
 """
@@ -19,11 +20,10 @@ No IPython, ipywidgets, tornado or jupyter_server here, and no TensorFlow import
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MIME = "application/vnd.tfgpu.oom+json"
@@ -42,7 +42,7 @@ DTYPE_BYTES: dict[str, int] = {
 
 _TF_OOM = re.compile(
     r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[^\]]*)\]\s*and type (?P<dtype>\w+)"
-    r"(?: on (?P<device>\S+?))?(?: by allocator (?P<allocator>[\w.:-]+))?(?=[\s\[]|$)")
+    r"(?: on (?P<device>\S+?))?(?: by allocator (?P<alloc>[\w.:-]+))?(?=[\s\[]|$)")
 _XLA_OOM = re.compile(r"Out of memory while trying to allocate (?P<bytes>\d+) bytes")
 _DEVICE = re.compile(r"(?:/device:|\b)(?P<kind>CPU|GPU):(?P<index>\d+)\b")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -64,8 +64,16 @@ class Asked:
     allocator: str | None = None  # "mklcpu", "GPU_0_bfc", "GPU_0_cuda_malloc_async" ...
 
     def to_dict(self) -> dict[str, Any]:
-        return {"shape": list(self.shape) if self.shape is not None else None, "dtype": self.dtype,
-                "bytes": self.bytes, "device": self.device, "allocator": self.allocator}
+        """The contract's ``asked``: every field but the message, a shape as a list."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "message"}
+        out["shape"] = list(self.shape) if self.shape is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], message: str = "") -> Asked:
+        known = {f.name: data.get(f.name) for f in fields(cls) if f.name not in ("message", "form")}
+        known["shape"] = tuple(known["shape"]) if isinstance(known["shape"], list) else None
+        return cls(message=message, form=str(data.get("form") or "unknown"), **known)
 
 
 def short_device(text: str | None) -> str | None:
@@ -90,7 +98,7 @@ def parse(text: str) -> Asked | None:
         count = math.prod(shape) if shape is not None else None
         return Asked(message=" ".join(found.group(0).split()), form="tf", shape=shape, dtype=found["dtype"],
                      bytes=count * size if count is not None and size is not None else None,
-                     device=short_device(found["device"]), allocator=found["allocator"])
+                     device=short_device(found["device"]), allocator=found["alloc"])
     found = _XLA_OOM.search(text)
     if found is not None:
         return Asked(message=_line_of(text, found.start()), form="xla", bytes=int(found["bytes"]),
@@ -204,7 +212,7 @@ class Facts:
     gpu_free: int | None = None
     gpu_why: str = ""  # why there are no GPU figures
     holders: tuple[Holder, ...] = ()
-    growth: bool | None = None  # memory growth on the failing GPU, where known
+    memory_grows: bool | None = None  # memory growth on the failing GPU, where known
     host_total: int | None = None
     host_available: int | None = None
     execution_count: int | None = None
@@ -239,11 +247,43 @@ def _gb(value: int) -> str:
     return f"{max(1, math.ceil(value / GIB))}GB"
 
 
-def _step(magic: str | None, why: str) -> dict[str, str | None]:
-    return {"magic": magic, "why": why}
-
-
+# What a step needs of a setting, found by what the setting is (core/settings/: peers find each other by these,
+# never by name): the one that picks the GPUs (it sets CUDA_VISIBLE_DEVICES), the one that grows memory as needed,
+# the memory split of one size (a cap), and the one that chooses TensorFlow's GPU allocator.
+_ROLES = {
+    "picks": lambda s: "CUDA_VISIBLE_DEVICES" in s.env_vars,
+    "grows": lambda s: s.grows_memory,
+    "caps": lambda s: s.splits_memory and s.value_name == "size",
+    "pool": lambda s: "TF_GPU_ALLOCATOR" in s.env_vars,
+}
 SMALLER = "a smaller batch (or smaller tensors): fewer samples per step need proportionally less memory"
+
+
+def _setting(facts: Facts, role: str, value: str) -> str | None:
+    """The registered setting in ``role`` as ``name value``, when the registry has it and its parser takes value."""
+    from . import settings as registry
+
+    for setting in registry.settings():
+        if _ROLES[role](setting) and setting.name in facts.registered and _parses(f"{setting.name} {value}"):
+            return f"{setting.name} {value}"
+    return None
+
+
+def _steps(facts: Facts, *steps: tuple[str | None, str, str]) -> tuple[dict[str, str | None], ...]:
+    """(role or None, value, why) as the card's steps: a role's setting as its magic (a role this installation has no
+    setting for is no step), None a step without a magic, "view" a subcommand (``value`` is its words)."""
+    made = []
+    for role, value, why in steps:
+        line = value if role == "view" else None if role is None else _setting(facts, role, value)
+        if role is None or line is not None:
+            made.append({"magic": f"%tfgpu {line}" if line else None, "why": why})
+    return tuple(made[:3])
+
+
+def _suggest(facts: Facts, role: str, value: str) -> dict[str, str]:
+    """What the Restart button saves: {setting name: value}, or {} without such a setting."""
+    line = _setting(facts, role, value)
+    return dict([line.split(" ", 1)]) if line else {}
 
 
 def diagnose(facts: Facts) -> Diagnosis:
@@ -260,69 +300,62 @@ def diagnose(facts: Facts) -> Diagnosis:
     mine = sum(h.bytes or 0 for h in facts.holders if h.mine) or None
     others = [h for h in facts.holders if not h.mine]
     others_bytes = sum(h.bytes or 0 for h in others)
+    smaller = (None, "", SMALLER)
     if asked.bytes is not None and total is not None and asked.bytes > total:
         return Diagnosis(
             f"TensorFlow asked for {what} on {where}, more than the GPU's whole memory ({size_text(total)}).",
-            _keep(facts, [_step(None, SMALLER), _step(None, "mixed precision "
-                  "(keras.mixed_precision.set_global_policy('mixed_float16')) halves most activations")]),
-            {}, "too_big")
+            _steps(facts, smaller, (None, "", "mixed precision (keras.mixed_precision.set_global_policy("
+                                              "'mixed_float16')) halves most activations")), {}, "too_big")
     if total is None or free is None:
         why = f" ({facts.gpu_why})" if facts.gpu_why else ""
         return Diagnosis(
             f"TensorFlow could not get {what} on {device}; the GPU's own figures are unavailable{why}.",
-            _keep(facts, [_step("%tfgpu growth on", "reserve GPU memory as it is needed instead of nearly all at "
-                                "start (after a restart), so the kernels sharing it can be told apart"),
-                          _step(None, SMALLER)]),
+            _steps(facts, ("grows", "on", "reserve GPU memory as it is needed instead of nearly all at start (after "
+                                          "a restart), so the kernels sharing it can be told apart"), smaller),
             {}, "unknown")
     biggest = max(others, key=lambda h: h.bytes or 0, default=None)
     reserved_unused = mine - facts.tf_current if mine is not None and facts.tf_current is not None else None
     if others and others_bytes > total / 2 and others_bytes > (mine or 0):
         floor = (asked.bytes or 0) + (facts.tf_current or 0)
-        floor = max(floor + floor // 4, GIB)
+        pick = f"auto --min-free {_gb(max(floor + floor // 4, GIB))}"
         alone = f"; {biggest.text} alone holds {size_text(biggest.bytes)}" if biggest and len(others) > 1 else \
             f", all of it {biggest.text}" if biggest else ""
-        steps = [_step(f"%tfgpu visible auto --min-free {_gb(floor)}",
-                       f"after a restart, use a GPU with at least {_gb(floor)} free"),
-                 _step(None, SMALLER)]
         return Diagnosis(
             f"Other processes hold {size_text(others_bytes)} of the {size_text(total)} on {where}{alone}; "
             f"{size_text(free)} was free when TensorFlow asked for {what}.",
-            _keep(facts, steps), _suggest(facts, {"visible": f"auto --min-free {_gb(floor)}"}), "others")
-    bfc = (asked.allocator or "").endswith("_bfc")
-    if bfc and asked.bytes is not None and reserved_unused is not None \
+            _steps(facts, ("picks", pick, f"after a restart, use a GPU with at least {pick.split()[-1]} free"),
+                   smaller), _suggest(facts, "picks", pick), "others")
+    if (asked.allocator or "").endswith("_bfc") and asked.bytes is not None and reserved_unused is not None \
             and reserved_unused + free >= asked.bytes:
         return Diagnosis(
             f"{where} had {size_text(reserved_unused + free)} unused in all ({size_text(reserved_unused)} in "
             f"TensorFlow's pool, {size_text(free)} on the GPU) but not {need} in one piece: the BFC allocator's "
             "memory is fragmented.",
-            _keep(facts, [_step("%tfgpu allocator async", "CUDA's own pool (cuda_malloc_async) fragments far less; "
-                                "it applies after a restart"),
-                          _step("%tfgpu free", "drop what the failed cell still holds"), _step(None, SMALLER)]),
-            _suggest(facts, {"allocator": "async"}), "fragmented")
-    if mine is not None and mine > total / 2 and facts.growth is not True:
+            _steps(facts, ("pool", "async", "CUDA's own pool (cuda_malloc_async) fragments far less; it applies "
+                                            "after a restart"),
+                   ("view", "free", "drop what the failed cell still holds"), smaller),
+            _suggest(facts, "pool", "async"), "fragmented")
+    if mine is not None and mine > total / 2 and facts.memory_grows is not True:
         return Diagnosis(
             f"This kernel's TensorFlow reserved {size_text(mine)} of the {size_text(total)} on {where} at its start "
             f"(memory growth is off, so the BFC allocator takes nearly the whole GPU), and the {need} it asked for "
             "did not fit in what was left of that pool.",
-            _keep(facts, [_step("%tfgpu growth on", "reserve memory as it is needed, after a restart: the GPU shows "
-                                "what the kernel really uses, and other notebooks can share it"),
-                          _step("%tfgpu limit 60%", "or cap this kernel's pool at 60% of the GPU"),
-                          _step(None, SMALLER)]),
-            _suggest(facts, {"growth": "on"}), "mine_reserved")
+            _steps(facts, ("grows", "on", "reserve memory as it is needed, after a restart: the GPU shows what the "
+                                          "kernel really uses, and other notebooks can share it"),
+                   ("caps", "60%", "or cap this kernel's pool at 60% of the GPU"), smaller),
+            _suggest(facts, "grows", "on"), "mine_reserved")
     if mine is not None and mine > total / 2:
         return Diagnosis(
             f"This kernel's TensorFlow already uses {size_text(facts.tf_current if facts.tf_current else mine)} "
             f"of the {size_text(total)} on {where}, and the {need} it asked for did not fit beside it.",
-            _keep(facts, [_step("%tfgpu free --keras", "drop the failed cell's tensors and old Keras models"),
-                          _step("%tfgpu allocator async", "CUDA's own pool fragments less (after a restart)"),
-                          _step(None, SMALLER)]),
-            _suggest(facts, {"allocator": "async"}), "mine_used")
-    floor = max((asked.bytes or 0) + (asked.bytes or 0) // 4, GIB)
+            _steps(facts, ("view", "free --keras", "drop the failed cell's tensors and old Keras models"),
+                   ("pool", "async", "CUDA's own pool fragments less (after a restart)"), smaller),
+            _suggest(facts, "pool", "async"), "mine_used")
+    pick = f"auto --min-free {_gb(max((asked.bytes or 0) * 5 // 4, GIB))}"
     return Diagnosis(
         f"{where} had {size_text(free)} free of {size_text(total)} when TensorFlow asked for {what}.",
-        _keep(facts, [_step(None, SMALLER), _step(f"%tfgpu visible auto --min-free {_gb(floor)}",
-                                                  f"after a restart, use a GPU with at least {_gb(floor)} free")]),
-        _suggest(facts, {"visible": f"auto --min-free {_gb(floor)}"}), "short")
+        _steps(facts, smaller, ("picks", pick, f"after a restart, use a GPU with at least {pick.split()[-1]} free")),
+        _suggest(facts, "picks", pick), "short")
 
 
 def _cpu(facts: Facts, what: str) -> Diagnosis:
@@ -336,31 +369,9 @@ def _cpu(facts: Facts, what: str) -> Diagnosis:
         detail = " of host memory"
     return Diagnosis(
         f"TensorFlow could not get {what} on {device}{detail}.",
-        _keep(facts, [_step(None, SMALLER), _step("%tfgpu free", "drop what the failed cell still holds (its "
-                                                  "variables stay alive through the error's traceback)")]),
+        _steps(facts, (None, "", SMALLER), ("view", "free", "drop what the failed cell still holds (its variables "
+                                                            "stay alive through the error's traceback)")),
         {}, "cpu")
-
-
-def _keep(facts: Facts, steps: list[dict[str, str | None]]) -> tuple[dict[str, str | None], ...]:
-    """The steps whose magic this installation has: a setting not in the registry is no step."""
-    kept = []
-    for step in steps:
-        magic = step["magic"]
-        words = magic.split() if magic else []
-        if len(words) >= 2 and words[1] not in facts.registered and words[1] not in _VIEWS:
-            continue
-        if len(words) >= 2 and words[1] in facts.registered and not _parses(" ".join(words[1:])):
-            continue
-        kept.append(step)
-    return tuple(kept[:3])
-
-
-_VIEWS = ("free", "oom", "memory", "status", "devices")
-
-
-def _suggest(facts: Facts, wanted: dict[str, str]) -> dict[str, str]:
-    return {name: value for name, value in wanted.items()
-            if name in facts.registered and _parses(f"{name} {value}")}
 
 
 def _parses(line: str) -> bool:
@@ -389,7 +400,7 @@ def card(facts: Facts, diagnosis: Diagnosis | None = None) -> dict[str, Any]:
         "kind": facts.kind,
         "error": facts.error,
         "message": facts.asked.message,
-        "asked": {**facts.asked.to_dict(), "device": facts.device, "form": facts.asked.form},
+        "asked": {**facts.asked.to_dict(), "device": facts.device},
         "physical_index": facts.physical_index if facts.kind == "gpu" else None,
         "tf_memory": {"current_bytes": facts.tf_current, "peak_bytes": facts.tf_peak},
         "settings": [list(row) for row in facts.settings],
@@ -405,185 +416,6 @@ def card(facts: Facts, diagnosis: Diagnosis | None = None) -> dict[str, Any]:
     }
 
 
-# -- gathering: TensorFlow and NVML are passed in -----------------------------------------------------------------
-def gather(exc: BaseException, *, tf: Any = None, controller: Any = None, snapshot: Any = None,
-           reports: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
-           execution_count: int | None = None, self_pid: int | None = None) -> Facts:
-    """The figures for ``exc`` (an exception holding TensorFlow's ResourceExhaustedError). ``tf``: the TensorFlow
-    module, read only once its runtime runs (nothing here starts it); ``controller``: the extension's (its plan, its
-    environment, its NVML); ``snapshot``: an NVML snapshot (None: the controller's, taken for a GPU only);
-    ``reports``: kernel id -> core.reports.Report (None: read from the runtime folder when another process holds the
-    GPU)."""
-    from . import settings as registry
-    from .runtime import TFState, probe
-
-    found = oom_error(exc) or exc
-    asked = asked_of(exc, found)
-    environ = environ if environ is not None else getattr(controller, "environ", os.environ)
-    state = probe().state if tf is not None else TFState.NOT_IMPORTED
-    device = asked.device or _node_device(found) or _default_device(tf, state)
-    rows = tuple(registry.describe(controller.plan)) if controller is not None else ()
-    base: dict[str, Any] = {
-        "asked": asked, "error": type(found).__name__, "device": device, "settings": rows,
-        "execution_count": execution_count, "registered": registry.names(),
-    }
-    if tf is not None and state >= TFState.INITIALIZED and device:
-        base["tf_current"], base["tf_peak"] = _tf_memory(tf, device)
-    if not device or not device.startswith("GPU"):
-        base["host_total"], base["host_available"] = host_memory()
-        return Facts(**base)
-    base["growth"] = _growth(tf, state, device, environ)
-    if snapshot is None and controller is not None:
-        snapshot = controller.nvml()
-    if snapshot is None or not getattr(snapshot, "available", False):
-        why = getattr(getattr(snapshot, "error", None), "detail", "") or "NVML is not available"
-        return Facts(**base, gpu_why=why)
-    index = physical_index(device, tf, state, environ, snapshot)
-    gpu = snapshot.gpu(index) if index is not None else None
-    if gpu is None:
-        return Facts(**base, physical_index=index, gpu_why=f"no GPU of NVML's is TensorFlow's {device} here")
-    total, free = gpu.memory_total_bytes, gpu.memory_free_bytes
-    processes = gpu.processes if isinstance(gpu.processes, tuple) else ()
-    holders = _holders(processes, snapshot, reports, self_pid if self_pid is not None else os.getpid(), environ)
-    return Facts(**base, physical_index=index, gpu_name=gpu.name if isinstance(gpu.name, str) else None,
-                 gpu_total=total if isinstance(total, int) else None, gpu_free=free if isinstance(free, int) else None,
-                 gpu_why="" if isinstance(total, int) and isinstance(free, int) else str(total),
-                 holders=holders)
-
-
-def report(exc: BaseException, **kwargs: Any) -> dict[str, Any]:
-    """The card's data for ``exc``: ``card(gather(exc, ...))``."""
-    return card(gather(exc, **kwargs))
-
-
-def _node_device(exc: BaseException) -> str | None:
-    """The failing node's device, where the error carries its NodeDef (graph-mode errors do)."""
-    node = getattr(exc, "node_def", None)
-    return short_device(getattr(node, "device", None) or None)
-
-
-def _default_device(tf: Any, state: int) -> str | None:
-    """Where an XLA computation ran when its text names no device: TensorFlow's first GPU if its runtime lists one."""
-    from .runtime import TFState
-
-    if tf is None or state < TFState.INITIALIZED:
-        return None
-    try:
-        gpus = tf.config.list_logical_devices("GPU")
-    except Exception:
-        return None
-    return short_device(gpus[0].name) if gpus else None
-
-
-def _tf_memory(tf: Any, device: str) -> tuple[int | None, int | None]:
-    try:
-        info = tf.config.experimental.get_memory_info(device)
-    except Exception:  # CPU without TF_CPU_ALLOCATOR_USE_BFC: "Allocator stats not available"
-        return None, None
-    current, peak = info.get("current"), info.get("peak")
-    return (current if isinstance(current, int) else None, peak if isinstance(peak, int) else None)
-
-
-def _growth(tf: Any, state: int, device: str, environ: Mapping[str, str]) -> bool | None:
-    """Memory growth on TensorFlow's ``device``, as TensorFlow has it (reading it starts nothing), else what
-    TF_FORCE_GPU_ALLOW_GROWTH says; None when neither says."""
-    from .runtime import TFState
-
-    if tf is not None and state >= TFState.ENUMERATED:
-        try:
-            visible = tf.config.get_visible_devices("GPU")
-            k = int(device.split(":")[1])
-            if k < len(visible):
-                return bool(tf.config.experimental.get_memory_growth(visible[k]))
-        except Exception:
-            pass
-    forced = environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
-    return {"true": True, "false": False}.get(forced) if forced else None
-
-
-def physical_index(device: str, tf: Any, state: int, environ: Mapping[str, str], snapshot: Any) -> int | None:
-    """nvidia-smi's index of TensorFlow's logical ``device`` ("GPU:k"). With TensorFlow's devices listed: its visible
-    physical GPUs in CUDA order, each counted as many times as it has logical GPUs (a virtual split); before that, or
-    in a build without GPUs, TensorFlow's GPU:k is CUDA's k-th GPU."""
-    from .numbering import cuda_order
-    from .runtime import TFState
-
-    try:
-        k = int(device.split(":")[1])
-    except (IndexError, ValueError):
-        return None
-    order = cuda_order(environ, snapshot)
-    if order is None:
-        return None
-    if tf is not None and state >= TFState.ENUMERATED:
-        try:
-            physical = list(tf.config.list_physical_devices("GPU"))
-            visible = tf.config.get_visible_devices("GPU")
-            logical = 0
-            for position, gpu in enumerate(physical):
-                if gpu not in visible:
-                    continue
-                count = len(tf.config.get_logical_device_configuration(gpu) or [None])
-                if logical <= k < logical + count:
-                    return order[position] if position < len(order) else None
-                logical += count
-            if physical:
-                return None
-        except Exception:
-            pass
-    return order[k] if k < len(order) else None
-
-
-def _holders(processes: tuple, snapshot: Any, reports: Mapping[str, Any] | None, self_pid: int,
-             environ: Mapping[str, str]) -> tuple[Holder, ...]:
-    """NVML's processes on the GPU, largest first, each named: this kernel ('mine'), another kernel's notebook where its
-    report says (matched by the host PID it learned, or by its PID where NVML's numbers are ours), else pid, user and
-    command."""
-    comparable = getattr(snapshot, "pids", None) is None
-    if reports is None and any(not p.is_self for p in processes):
-        reports = read_reports()
-    by_pid: dict[int, str] = {}
-    for report in (reports or {}).values():
-        notebook = getattr(report, "notebook", None)
-        if not notebook:
-            continue
-        if isinstance(getattr(report, "host_pid", None), int):
-            by_pid[report.host_pid] = notebook
-        elif comparable and isinstance(getattr(report, "pid", None), int):
-            by_pid.setdefault(report.pid, notebook)
-    own = environ.get("JPY_SESSION_NAME") or os.environ.get("JPY_SESSION_NAME") or None
-    held = []
-    for p in processes:
-        mine = bool(p.is_self) or (comparable and p.pid == self_pid)
-        held.append(Holder(pid=p.pid, bytes=p.used_bytes, mine=mine,
-                           notebook=own if mine else by_pid.get(p.pid), user=p.user, command=p.name))
-    return tuple(sorted(held, key=lambda h: -(h.bytes or 0)))
-
-
-def read_reports() -> dict[str, Any]:
-    """The kernels' reports in this user's runtime folder (core/reports.py), or none when they cannot be read."""
-    try:
-        from .reports import ReportReader
-
-        return ReportReader().reports()
-    except Exception:
-        return {}
-
-
-def host_memory() -> tuple[int | None, int | None]:
-    """(MemTotal, MemAvailable) in bytes, from /proc/meminfo; None each where it cannot be read."""
-    found: dict[str, int] = {}
-    try:
-        with open("/proc/meminfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                name, _, rest = line.partition(":")
-                if name in ("MemTotal", "MemAvailable"):
-                    found[name] = int(rest.split()[0]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return found.get("MemTotal"), found.get("MemAvailable")
-
-
 __all__ = ["DTYPE_BYTES", "MIME", "SCHEMA", "Asked", "Diagnosis", "Facts", "Holder", "asked_of", "card", "chain",
-           "diagnose", "element_bytes", "gather", "host_memory", "is_resource_exhausted", "oom_error", "parse",
-           "physical_index", "report", "short_device", "size_text"]
+           "diagnose", "element_bytes", "is_resource_exhausted", "oom_error", "parse", "short_device",
+           "size_text"]

@@ -51,7 +51,7 @@ class OomWatch:
         show(data)
 
     def card(self, error: BaseException, execution_count: int | None = None) -> dict:
-        from ..core.oom import report
+        from ..core.oom_figures import report
 
         return report(error, tf=sys.modules.get("tensorflow"), controller=self.magics.controller,
                       execution_count=execution_count)

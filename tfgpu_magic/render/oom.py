@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.inputs import printable
-from ..core.oom import size_text
+from ..core.oom import Asked, size_text
 from .text import fit, sentence
 from .views import box, esc, paragraph, table_html, title
 
@@ -29,16 +29,16 @@ def headline(data: dict) -> str:
 
 
 def asked_line(data: dict) -> str:
-    asked = data.get("asked") or {}
+    asked = Asked.from_dict(data.get("asked") or {})
     parts = []
-    if isinstance(asked.get("bytes"), int):
-        parts.append(f"{size_text(asked['bytes'])} ({_EXACT.format(asked['bytes'])})")
+    if isinstance(asked.bytes, int):
+        parts.append(f"{size_text(asked.bytes)} ({_EXACT.format(asked.bytes)})")
     else:
         parts.append("an amount the message does not give")
-    if asked.get("dtype") and asked.get("shape") is not None:
-        parts.append(f"a {asked['dtype']} tensor of shape {asked['shape']}")
-    if asked.get("allocator"):
-        parts.append(f"allocator {asked['allocator']}")
+    if asked.dtype and asked.shape is not None:
+        parts.append(f"a {asked.dtype} tensor of shape {list(asked.shape)}")
+    if asked.allocator:
+        parts.append(f"allocator {asked.allocator}")
     return "TensorFlow asked for " + ", ".join(parts)
 
 
