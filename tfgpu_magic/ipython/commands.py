@@ -153,7 +153,7 @@ def free(call: Call) -> None:
     """``%tfgpu free [--keras]``: let go of what the last error keeps alive, with the figures before and after."""
     from .oom import free as free_memory
 
-    free_memory(call.ext.shell, getattr(call.ext, "oom_watch", None), call.ext.controller, keras=call.args.keras)
+    free_memory(call.ext.shell, call.ext.controller, keras=call.args.keras)
 
 
 def export(call: Call) -> None:

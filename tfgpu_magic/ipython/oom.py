@@ -171,9 +171,10 @@ def _resident() -> int | None:
     return None
 
 
-def free(shell: Any, watch: OomWatch | None, controller: Any, keras: bool = False) -> dict[str, Any]:
+def free(shell: Any, controller: Any, keras: bool = False) -> dict[str, Any]:
     """``%tfgpu free [--keras]``: drop the last error's references, collect, optionally clear Keras' session; print the
-    figures before and after and what stays reserved. Returns what it did and the figures (for tests and the API)."""
+    figures before and after and what stays reserved. Returns what it did and the figures (for tests and the API).
+    The card's watch holds nothing to drop: it keeps the card's data, never the exception or its traceback."""
     from ..core.oom import size_text
     from ..render.text import fit, text_table
 
