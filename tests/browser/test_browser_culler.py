@@ -27,12 +27,12 @@ import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from labsession import (
     SIDEBAR,
-    SIDEBAR_TAB,
     Lab,
     keep_screenshot,
     kernel_id,
     kernel_pid,
     open_notebook,
+    open_sidebar,
     require_browser,
     run_cell,
     set_page_visible,
@@ -94,25 +94,6 @@ def page(culler_lab):
     with watched_page(culler_lab.lab) as page:
         yield page
 
-
-def open_sidebar(page):
-    """The GPUs sidebar, opened by its tab once the app has laid itself out (right after a page load a click can
-    land before the shell restores its layout, which then closes the sidebar again)."""
-    from playwright.sync_api import expect
-
-    expect(page.locator(SIDEBAR_TAB)).to_have_attribute("title", re.compile("GPUs"), timeout=60_000)
-    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=60_000)
-    sidebar = page.locator(SIDEBAR)
-    for attempt in range(3):
-        if not sidebar.is_visible():
-            page.locator(SIDEBAR_TAB).click()
-        try:
-            expect(sidebar).to_be_visible(timeout=5_000)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
-    return sidebar
 
 
 def warning_toasts(page, notebook: str):

@@ -21,13 +21,12 @@ import time
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from labsession import (
-    SIDEBAR,
-    SIDEBAR_TAB,
     Lab,
     keep_screenshot,
     kernel_id,
     kernel_pid,
     open_notebook,
+    open_sidebar,
     require_browser,
     set_theme,
     watched_page,
@@ -62,23 +61,6 @@ def page(death_lab):
     with watched_page(death_lab[0]) as page:
         yield page
 
-
-def open_sidebar(page):
-    from playwright.sync_api import expect
-
-    expect(page.locator(SIDEBAR_TAB)).to_have_attribute("title", re.compile("GPUs"), timeout=60_000)
-    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=60_000)
-    sidebar = page.locator(SIDEBAR)
-    for attempt in range(3):
-        if not sidebar.is_visible():
-            page.locator(SIDEBAR_TAB).click()
-        try:
-            expect(sidebar).to_be_visible(timeout=5_000)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
-    return sidebar
 
 
 def close_dialogs(page) -> None:
