@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from . import pidns
-from .nvml_calls import MIB, NVML_NOT_FOUND, NVML_NOT_SUPPORTED, field_error
+from .nvml_calls import NVML_NOT_FOUND, NVML_NOT_SUPPORTED, field_error, mib
 from .nvml_values import GpuProcess, Unavailable, combined_type
 
 # How far back a reading looks in NVML's per-process utilization samples: the idle test's window (the server sets it
@@ -61,7 +61,7 @@ def processes(nv: Any, handle: Any, self_pid: int | None) -> tuple[GpuProcess, .
     result = []
     for pid, (used, kind) in merged.items():
         who = view.identify(pid, now)
-        result.append(GpuProcess(pid, None if used is None else used // MIB, who.name, who.user, pid == self_pid, kind,
+        result.append(GpuProcess(pid, mib(used), who.name, who.user, pid == self_pid, kind,
                                  who.local_pid, None if busy is None else busy.get(pid, 0), used))
     return tuple(result)
 

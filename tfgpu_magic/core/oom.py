@@ -26,10 +26,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .nvml_calls import MIB
+
 MIME = "application/vnd.tfgpu.oom+json"
 SCHEMA = 1
 GIB = 1 << 30
-MIB = 1 << 20
 
 # Bytes per element of TensorFlow's type names as its messages write them (DataTypeString). The quantized and 8-bit
 # float types are one byte; string, resource and variant have no fixed size, and 4-bit ints no whole byte: None.

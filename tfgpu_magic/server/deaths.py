@@ -22,13 +22,13 @@ from typing import Any
 
 from ..core.exits import ending
 from ..core.idle import size
+from ..core.nvml_calls import MIB
 from .metrics import notebook_of
 
 KEPT_DEATHS = 10
 # The restarter gives up after ``restart_limit`` (5) failed restarts in a row, each seen within seconds: a "dead" this
 # long after a recorded death is that death's end.
 GAVE_UP_WITHIN_S = 300.0
-MIB = 1024 * 1024
 
 
 def holdings(document: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -322,14 +322,14 @@ class _Whose:
             if owner is None and not seen:
                 if not self.comparable:  # a host PID nothing here can name: one line, never a row of a wrong name
                     lost_count += 1
-                    lost_mib = None if used is None or lost_mib is None else lost_mib + used
+                    lost_mib = _added(lost_mib, used)
                     lost_bytes = _added(lost_bytes, used_bytes)
                     continue
                 unseen += 1
             mine = owner is not None or (self.by_user and self.user is not None and proc.get("user") == self.user)
             if not mine and not self.show_other_users:
                 hidden_count += 1
-                hidden_mib = None if used is None or hidden_mib is None else hidden_mib + used
+                hidden_mib = _added(hidden_mib, used)
                 hidden_bytes = _added(hidden_bytes, used_bytes)
                 continue
             kernel = self._kernel_view(*owner) if owner is not None else None

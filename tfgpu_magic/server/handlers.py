@@ -291,14 +291,14 @@ class Extension:
         # The user's Jupyter data folder, as the server's notary has it (JUPYTER_DATA_DIR first).
         self.consent = ConsentStore(getattr(server_app, "data_dir", None) or None)
         base_url = server_app.web_app.settings["base_url"]
-        resources = {"feed": self.feed, "consent": self.consent, "culler": self.culler,
-                     "metrics_scope": options.metrics_scope()}
+        scope = options.metrics_scope()
+        resources = {"feed": self.feed, "consent": self.consent, "culler": self.culler, "metrics_scope": scope}
         server_app.web_app.add_handlers(".*$", [
             (url_path_join(base_url, *API_PATH, name), handler, resources) for name, handler in HANDLERS
         ])
         self.server_metrics = None
         if options.server_metrics:  # jupyter_server's /metrics serves prometheus_client's process-wide registry
-            self.server_metrics = LatestCollector(self.feed.latest, self.feed.refresh, options.metrics_scope())
+            self.server_metrics = LatestCollector(self.feed.latest, self.feed.refresh, scope)
             prometheus_client.REGISTRY.register(self.server_metrics)
         server_app.web_app.settings["tfgpu_feed"] = self.feed
         server_app.web_app.settings["tfgpu_extension"] = self
