@@ -6,7 +6,6 @@
  */
 import { Notification } from '@jupyterlab/apputils';
 import type { TranslationBundle } from '@jupyterlab/translation';
-import { closeIcon } from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { KEEP_FAILED_MS, KEPT_NOTICE_MS } from './constants';
@@ -23,7 +22,7 @@ import {
   releasedLines,
   WarningNotices
 } from './model';
-import { el, line } from './render';
+import { dismissButton, el, line } from './render';
 
 /** The feed's reader name for the warnings: they need the answer while the culler is on. */
 const READER = 'culler';
@@ -239,13 +238,7 @@ export function renderCuller(notices: CullerNotices, trans: TranslationBundle): 
     const item = el('div', 'tfgpu-cull-released');
     item.dataset.kernelId = entry.kernelId;
     item.appendChild(line(entry.text, 'muted', 'tfgpu-cull-text'));
-    const label = trans.__('Hide this line');
-    const dismiss = el('button', 'jp-Button jp-mod-minimal tfgpu-released-dismiss', undefined, label);
-    dismiss.type = 'button';
-    dismiss.setAttribute('aria-label', label);
-    dismiss.appendChild(closeIcon.element({ tag: 'span', className: 'tfgpu-shutdown-icon' }));
-    dismiss.addEventListener('click', () => notices.dismissReleased(entry));
-    item.appendChild(dismiss);
+    item.appendChild(dismissButton(trans, () => notices.dismissReleased(entry)));
     nodes.push(item);
   }
   return nodes;

@@ -4,13 +4,12 @@
  * model/deaths.ts's; this file only follows the feed, renders and dismisses.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
-import { closeIcon } from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type { GpuFeed } from './feed';
 import type { KeyStore } from './model';
 import { deathLine, deathLines, deathTitle, DismissedDeaths, KernelDeath, readDeaths } from './model/deaths';
-import { el, line } from './render';
+import { browserStorage, dismissButton, el, line } from './render';
 
 /** The deaths the latest answer carries, less those dismissed in this browser. */
 export class KernelDeaths {
@@ -74,22 +73,7 @@ export function renderDeaths(deaths: KernelDeaths, trans: TranslationBundle): HT
     const text = line(deathLine(death, trans), 'error', 'tfgpu-death-text');
     text.title = deathTitle(death, trans);
     item.appendChild(text);
-    const label = trans.__('Hide this line');
-    const dismiss = el('button', 'jp-Button jp-mod-minimal tfgpu-released-dismiss tfgpu-death-dismiss', undefined, label);
-    dismiss.type = 'button';
-    dismiss.setAttribute('aria-label', label);
-    dismiss.appendChild(closeIcon.element({ tag: 'span', className: 'tfgpu-shutdown-icon' }));
-    dismiss.addEventListener('click', () => deaths.dismiss(death));
-    item.appendChild(dismiss);
+    item.appendChild(dismissButton(trans, () => deaths.dismiss(death), 'tfgpu-death-dismiss'));
     return item;
   });
-}
-
-/** The browser's localStorage, or null where the page may not use it (a sandboxed frame, some private modes). */
-function browserStorage(): KeyStore | null {
-  try {
-    return window.localStorage;
-  } catch {
-    return null;
-  }
 }

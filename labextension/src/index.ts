@@ -22,6 +22,7 @@ import { GpuFeed } from './feed';
 import { gpuIcon } from './icon';
 import { hasSettings } from './model';
 import { oomRendererFactory } from './oomcard';
+import { browserStorage } from './render';
 import { requestAPI } from './request';
 import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
@@ -192,14 +193,5 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
   }
 };
-
-/** The browser's localStorage, or null where the page may not use it (a sandboxed frame, some private modes). */
-function browserStorage(): Storage | null {
-  try {
-    return window.localStorage;
-  } catch {
-    return null;
-  }
-}
 
 export default plugin;

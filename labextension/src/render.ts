@@ -4,8 +4,29 @@
  * shows as that text and nothing else.
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
+import { closeIcon } from '@jupyterlab/ui-components';
 
 import type { Level, NotebookView, RefusedRow, SavedSettings, Shown } from './model';
+
+/** The browser's localStorage, or null where the page may not use it (a sandboxed frame, some private modes). */
+export function browserStorage(): Storage | null {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
+}
+
+/** The × that hides a sidebar line in this browser ("Hide this line"); `className` adds to its classes. */
+export function dismissButton(trans: TranslationBundle, onClick: () => void, className = ''): HTMLButtonElement {
+  const label = trans.__('Hide this line');
+  const button = el('button', `jp-Button jp-mod-minimal tfgpu-released-dismiss ${className}`.trim(), undefined, label);
+  button.type = 'button';
+  button.setAttribute('aria-label', label);
+  button.appendChild(closeIcon.element({ tag: 'span', className: 'tfgpu-shutdown-icon' }));
+  button.addEventListener('click', onClick);
+  return button;
+}
 
 /** An element with classes and (optional) text. */
 export function el<K extends keyof HTMLElementTagNameMap>(
