@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.idle import duration, size
 from .activity import KernelActivity
+from .gpus import kernel_rows
 from .metrics import notebook_of
 from .periodic import Periodic
 
@@ -33,19 +34,14 @@ def gpu_holders(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """{kernel id: {"kernel": ..., "mib": total GPU memory of it and its children, "gpus": [indices]}}."""
     holders: dict[str, dict[str, Any]] = {}
     kernels = {k.get("id"): k for k in document.get("kernels") or ()}
-    for gpu in document.get("gpus") or ():
-        places = [*(gpu.get("mig_devices") or ())] or [gpu]  # MIG mode: the devices' lists, not the union again
-        for place in places:
-            processes = place.get("processes")
-            for proc in processes if isinstance(processes, list) else ():
-                kernel, used = proc.get("kernel"), proc.get("used_mib")
-                if kernel is None or not isinstance(used, int) or used <= 0:
-                    continue
-                entry = holders.setdefault(kernel["id"], {"kernel": kernels.get(kernel["id"], kernel), "mib": 0,
-                                                          "gpus": []})
-                entry["mib"] += used
-                if gpu.get("index") not in entry["gpus"]:
-                    entry["gpus"].append(gpu.get("index"))
+    for gpu, proc in kernel_rows(document):
+        kernel, used = proc["kernel"], proc.get("used_mib")
+        if not isinstance(used, int) or used <= 0:
+            continue
+        entry = holders.setdefault(kernel["id"], {"kernel": kernels.get(kernel["id"], kernel), "mib": 0, "gpus": []})
+        entry["mib"] += used
+        if gpu.get("index") not in entry["gpus"]:
+            entry["gpus"].append(gpu.get("index"))
     return holders
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from ..core.exits import ending
 from ..core.idle import size
 from ..core.nvml_calls import MIB
+from .gpus import kernel_rows
 from .metrics import notebook_of
 
 KEPT_DEATHS = 10
@@ -36,23 +37,19 @@ def holdings(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     ``document`` (its own process and its children, on every GPU or MIG device)."""
     kernels = {k.get("id"): k for k in document.get("kernels") or ()}
     held: dict[str, dict[str, Any]] = {}
-    for gpu in document.get("gpus") or ():
-        places = [*(gpu.get("mig_devices") or ())] or [gpu]  # MIG mode: the devices' lists, not the union again
-        for place in places:
-            processes = place.get("processes")
-            for proc in processes if isinstance(processes, list) else ():
-                kernel = proc.get("kernel")
-                used_bytes, used_mib = proc.get("used_bytes"), proc.get("used_mib")
-                if not isinstance(used_bytes, int):
-                    used_bytes = used_mib * MIB if isinstance(used_mib, int) else None
-                if kernel is None or used_bytes is None or used_bytes <= 0:
-                    continue
-                known = kernels.get(kernel["id"], {})
-                entry = held.setdefault(kernel["id"], {"pid": known.get("pid"), "notebook": notebook_of(known) or None,
-                                                       "bytes": 0, "gpus": [], "taken_at": document.get("taken_at")})
-                entry["bytes"] += used_bytes
-                if gpu.get("index") not in entry["gpus"]:
-                    entry["gpus"].append(gpu.get("index"))
+    for gpu, proc in kernel_rows(document):
+        kernel = proc["kernel"]
+        used_bytes, used_mib = proc.get("used_bytes"), proc.get("used_mib")
+        if not isinstance(used_bytes, int):
+            used_bytes = used_mib * MIB if isinstance(used_mib, int) else None
+        if used_bytes is None or used_bytes <= 0:
+            continue
+        known = kernels.get(kernel["id"], {})
+        entry = held.setdefault(kernel["id"], {"pid": known.get("pid"), "notebook": notebook_of(known) or None,
+                                               "bytes": 0, "gpus": [], "taken_at": document.get("taken_at")})
+        entry["bytes"] += used_bytes
+        if gpu.get("index") not in entry["gpus"]:
+            entry["gpus"].append(gpu.get("index"))
     for entry in held.values():
         entry["mib"] = entry["bytes"] // MIB
     return held

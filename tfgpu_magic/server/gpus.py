@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..core import idle, words
@@ -354,6 +354,17 @@ class _Whose:
 def _added(total: int | None, value: Any) -> int | None:
     """A sum of memory figures that is None once one of them is missing (never a partial sum shown as whole)."""
     return None if total is None or not isinstance(value, int) else total + value
+
+
+def kernel_rows(document: dict[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(GPU, process row) for every process row of ``document`` that is one of this server's kernels or a child of
+    one; in MIG mode the devices' rows only (the GPU's list is their union again)."""
+    for gpu in document.get("gpus") or ():
+        for place in [*(gpu.get("mig_devices") or ())] or [gpu]:
+            processes = place.get("processes")
+            for proc in processes if isinstance(processes, list) else ():
+                if proc.get("kernel") is not None:
+                    yield gpu, proc
 
 
 def parse_indices(raw: str) -> tuple[int, ...]:
