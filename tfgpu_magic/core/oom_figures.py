@@ -97,6 +97,7 @@ def _growth(tf: Any, state: int, device: str, environ: Mapping[str, str]) -> boo
     """Memory growth on TensorFlow's ``device``, as TensorFlow has it (reading it starts nothing), else what
     TF_FORCE_GPU_ALLOW_GROWTH says; None when neither says."""
     from .runtime import TFState
+    from .settings.growth import forced_growth
 
     if tf is not None and state >= TFState.ENUMERATED:
         try:
@@ -106,8 +107,8 @@ def _growth(tf: Any, state: int, device: str, environ: Mapping[str, str]) -> boo
                 return bool(tf.config.experimental.get_memory_growth(visible[k]))
         except Exception:
             pass
-    forced = environ.get("TF_FORCE_GPU_ALLOW_GROWTH")
-    return {"true": True, "false": False}.get(forced) if forced else None
+    forced = forced_growth(environ)
+    return forced if isinstance(forced, bool) else None
 
 
 def physical_index(device: str, tf: Any, state: int, environ: Mapping[str, str], snapshot: Any) -> int | None:
