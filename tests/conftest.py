@@ -58,7 +58,11 @@ def shell():
     magics = TfgpuMagics(shell=ip, controller=controller)
     ip.register_magics(magics)
     ip.tfgpu = magics  # for assertions
+    names = set(ip.user_ns)
     yield ip
+    # InteractiveShell.instance() is one shell per process: a name a test's cell defined must not reach the next test.
+    for name in set(ip.user_ns) - names:
+        del ip.user_ns[name]
     controller.unhook()
     for kind in ("line", "cell"):
         ip.magics_manager.magics[kind].pop("tfgpu", None)
