@@ -3,6 +3,7 @@ The real CPU-only TensorFlow is checked in tests/tf/test_tensorflow.py; here its
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -16,10 +17,64 @@ def tf_built(**info):
 
 def test_a_cpu_only_build_names_the_package_and_the_fix(monkeypatch):
     monkeypatch.setattr(no_gpu, "distribution", lambda: "tensorflow-cpu 2.21.0")
+    monkeypatch.setattr(no_gpu, "_installed", lambda name: name == "tensorflow-cpu")
     why = no_gpu.reason(tf_built(is_cuda_build=False, is_rocm_build=False), {}, 2)
-    assert why == ("TensorFlow sees none of the 2 GPUs NVML lists: this TensorFlow (tensorflow-cpu 2.21.0) is a "
-                   "CPU-only build; install one with GPU support, pip install 'tensorflow[and-cuda]', and restart the "
+    assert why == ("TensorFlow sees none of the 2 GPUs NVML lists: tensorflow-cpu 2.21.0 is a CPU-only build; for "
+                   "GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the "
                    "kernel")
+
+
+@pytest.mark.parametrize(("installed", "fix"), [
+    # pip installs tensorflow over tensorflow-cpu without removing it: the CPU-only package goes first.
+    ({"tensorflow-cpu"}, "pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'"),
+    ({"tensorflow", "tensorflow-cpu"}, "pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'"),
+    ({"tf-nightly-cpu"}, "pip uninstall -y tf-nightly-cpu && pip install 'tensorflow[and-cuda]'"),
+    ({"tensorflow"}, "pip install 'tensorflow[and-cuda]'"),
+    (set(), "pip install 'tensorflow[and-cuda]'"),
+])
+def test_the_fix_removes_a_cpu_only_package_first(monkeypatch, installed, fix):
+    monkeypatch.setattr(no_gpu, "_installed", lambda name: name in installed)
+    assert no_gpu.fix_build() == fix
+
+
+def fake_tensorflow(folder, text):
+    platform = folder / "tensorflow" / "python" / "platform"
+    platform.mkdir(parents=True)
+    (folder / "tensorflow" / "__init__.py").write_text("raise SystemExit('imported')\n")
+    if text is not None:
+        (platform / "build_info.py").write_text(text)
+
+
+CUDA_INFO = ("import collections\n\nbuild_info = collections.OrderedDict([('cpu_compiler', '/usr/bin/clang-18'), "
+             "('cuda_compute_capabilities', ['sm_60', 'compute_90']), ('cuda_version', '12.5.1'), "
+             "('cudnn_version', '9'), ('is_cuda_build', True), ('is_rocm_build', False), "
+             "('is_tensorrt_build', False)])\n")
+CPU_INFO = ("import collections\n\nbuild_info = collections.OrderedDict([('is_cuda_build', False), "
+            "('is_rocm_build', False), ('is_tensorrt_build', False)])\n")
+
+
+@pytest.mark.parametrize(("text", "cpu_only"), [
+    (CPU_INFO, True), (CUDA_INFO, False),
+    ("build_info = {'is_cuda_build': False, 'is_rocm_build': True}\n", False),
+    ("build_info = collections.OrderedDict(dict(is_cuda_build=False))\n", None),  # no literal: not guessed
+    ("build_info = [\n", None), ("x = 1\n", None), (None, None),
+])
+def test_the_installed_build_is_read_from_its_file_without_importing_it(tmp_path, monkeypatch, text, cpu_only):
+    fake_tensorflow(tmp_path, text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert no_gpu.installed_cpu_only() is cpu_only
+    assert "tensorflow" not in sys.modules
+
+
+def test_no_tensorflow_installed_is_not_known(monkeypatch):
+    monkeypatch.setattr(no_gpu.importlib.util, "find_spec", lambda name: None)
+    assert no_gpu.installed_build_info() is None and no_gpu.installed_cpu_only() is None
+
+
+def test_the_installed_tensorflow_cpu_reads_as_cpu_only():
+    """This venv's tensorflow-cpu, as a kernel would find it; reading it imports nothing of TensorFlow."""
+    assert no_gpu.installed_cpu_only() is True
+    assert not any(name == "tensorflow" or name.startswith("tensorflow.") for name in sys.modules)
 
 
 @pytest.mark.parametrize("value", ["", "-1", "-1,0", " ", "²", "１,0", "x,1", "٣"])

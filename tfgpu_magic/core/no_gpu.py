@@ -8,6 +8,9 @@ import explains (a driver older than its CUDA, missing CUDA libraries).
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +20,9 @@ from .numbering import read_entries
 FIX_BUILD = "pip install 'tensorflow[and-cuda]'"
 _DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel", "tf-nightly",
                   "tf-nightly-cpu", "tensorflow-macos")
+# Packages whose files are a CPU-only TensorFlow: pip installs tensorflow over them without removing them (they own
+# the same files), so they go first, or the next reinstall of one puts the CPU-only files back.
+_CPU_ONLY_DISTRIBUTIONS = ("tensorflow-cpu", "tf-nightly-cpu")
 
 
 def _build_info(tf: Any) -> dict:
@@ -44,6 +50,72 @@ def distribution() -> str | None:
     return None
 
 
+def _installed(name: str) -> bool:
+    import importlib.metadata
+
+    try:
+        importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def fix_build() -> str:
+    """The commands that replace a CPU-only TensorFlow by one with GPU support, as they work here: with
+    tensorflow-cpu installed, `pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'`."""
+    first = [name for name in _CPU_ONLY_DISTRIBUTIONS if _installed(name)]
+    return f"pip uninstall -y {' '.join(first)} && {FIX_BUILD}" if first else FIX_BUILD
+
+
+def installed_build_info() -> dict | None:
+    """TensorFlow's build info as its installed files say it, without importing TensorFlow (seconds) or any of its
+    modules: the literal in tensorflow/python/platform/build_info.py, read as text. None: TensorFlow is not
+    installed, or the file is missing or not the literal every release since 2.3 writes."""
+    try:
+        spec = importlib.util.find_spec("tensorflow")  # a top-level name: found on sys.path, nothing is imported
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or ()) if spec else ():
+        path = os.path.join(folder, "python", "platform", "build_info.py")
+        try:
+            with open(path, encoding="utf-8") as file:
+                tree = ast.parse(file.read(), path)
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "build_info" for t in node.targets):
+                return _literal_pairs(node.value)
+    return None
+
+
+def _literal_pairs(node: ast.expr) -> dict | None:
+    """``collections.OrderedDict([(key, value), ...])`` or a dict literal, as a dict; None for anything else."""
+    if isinstance(node, ast.Call) and len(node.args) == 1:
+        node = node.args[0]
+    try:
+        value = ast.literal_eval(node)
+        return dict(value)
+    except (ValueError, TypeError, SyntaxError):
+        return None
+
+
+def installed_cpu_only() -> bool | None:
+    """Whether the installed TensorFlow is a CPU-only build (it will list no GPU), told without importing it; None:
+    not known (not installed, or its build info unreadable)."""
+    info = installed_build_info()
+    if info is None or "is_cuda_build" not in info:
+        return None
+    return info.get("is_cuda_build") is False and not info.get("is_rocm_build")
+
+
+def cpu_only_words() -> str:
+    """What a CPU-only build means for the user, and the commands that change it: "tensorflow-cpu 2.21.0 is a
+    CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart
+    the kernel"."""
+    which = distribution() or "this TensorFlow"
+    return f"{which} is a CPU-only build; for GPUs: {fix_build()}, then restart the kernel"
+
+
 def _hides_all(value: str) -> bool:
     """CUDA_VISIBLE_DEVICES values that leave CUDA no device: "", "-1", or any first entry CUDA stops at ("²", "x"),
     read as numbering.read_entries reads it (as CUDA does)."""
@@ -55,10 +127,7 @@ def reason(tf: Any, environ: Mapping[str, str], gpus_listed: int) -> str:
     head = f"TensorFlow sees none of the {gpus_listed} GPU{'s' if gpus_listed != 1 else ''} NVML lists"
     info = _build_info(tf)
     if cpu_only(tf):
-        package = distribution()
-        which = f"this TensorFlow ({package})" if package else "this TensorFlow"
-        return (f"{head}: {which} is a CPU-only build; install one with GPU support, {FIX_BUILD}, "
-                "and restart the kernel")
+        return f"{head}: {cpu_only_words()}"
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and _hides_all(visible):
         return (f"{head}: CUDA_VISIBLE_DEVICES={printable(visible)!r} hides them from CUDA; `%tfgpu visible all` "
