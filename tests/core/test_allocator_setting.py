@@ -95,7 +95,8 @@ def test_applied_at_import_through_the_variable():
     outcome = ctl.outcomes["allocator"]
     assert outcome.status is Status.APPLIED and tf.calls == []
     assert outcome.detail == f"{ALLOCATOR_VAR}={ASYNC}; TensorFlow reads it when its runtime starts"
-    assert ctl.import_summary(ctl.plan).startswith("tfgpu: at `import tensorflow`: allocator async: applied (")
+    summary = ctl.import_summary(ctl.plan)  # over 120 characters in one line: a head, then a line per setting
+    assert summary.startswith("tfgpu: at `import tensorflow`:\n  allocator async: applied (")
 
 
 def test_after_import_before_the_start_it_is_applied_then_already_in_force():

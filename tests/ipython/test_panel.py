@@ -60,6 +60,7 @@ def make_panel(snapshot_fn, environ=None) -> tuple[Panel, Controller]:
 
 # -- the tree -------------------------------------------------------------------------------
 def test_the_panel_shows_gpus_both_numberings_and_settings(shell, panel):
+    shell.tfgpu.controller.installed_cpu_only = lambda: False  # a CUDA build beside the GPUs: it will name them
     panel.apply("visible", "2")
     text = text_of(panel)
     assert "GPU 2 · NVIDIA H100 80GB HBM3 (TensorFlow GPU:0)" in text

@@ -1,13 +1,15 @@
 """Real TensorFlow (CPU build), each test in a fresh process: its runtime starts once per process."""
 
 import html
+import importlib.metadata
 import json
 import subprocess
 import sys
 
 import pytest
-from fakenvml import three_gpus
-from harness import SHELL_PRELUDE, run_tf, tf_env
+from fakenvml import n_gpus, three_gpus
+from harness import SHELL_PRELUDE, run_tf, tf_env, user_env
+from messages import problems
 
 pytestmark = pytest.mark.tf
 
@@ -163,9 +165,9 @@ def test_a_cpu_only_tensorflow_beside_gpus_says_why_in_every_view(fake_nvml):
     proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json"], capture_output=True,
                           text=True, env=env, timeout=120)
     why = json.loads(proc.stdout)["tensorflow"]["no_gpu"]
-    assert why.startswith("TensorFlow sees none of the 3 GPUs NVML lists: this TensorFlow (tensorflow-cpu ")
-    assert why.endswith("is a CPU-only build; install one with GPU support, pip install 'tensorflow[and-cuda]', and "
-                        "restart the kernel")
+    assert why.startswith("TensorFlow sees none of the 3 GPUs NVML lists: tensorflow-cpu ")
+    assert why.endswith("is a CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu && pip install "
+                        "'tensorflow[and-cuda]', then restart the kernel")
     text = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices"], capture_output=True, text=True,
                           env=env, timeout=120).stdout
     assert why in " ".join(text.split()) and "not seen" in text
@@ -186,6 +188,38 @@ print(json.dumps({"status": snap.to_text(), "html": views.devices_html(snap), "s
     assert why in " ".join(shown["status"].split())
     assert html.escape(why, quote=True) in shown["html"] and html.escape(why, quote=True) in shown["status_html"]
     assert shown["live"] == why
+
+
+def test_a_cpu_only_build_is_named_before_the_import_and_in_the_import_line(fake_nvml):
+    """Four GPUs in NVML, tensorflow-cpu installed (issue 37): before the import the status predicts no GPU:k but
+    says this build will list none, and why, read from the installed files without importing TensorFlow; the line
+    at `import tensorflow` says the reason once, with the fix that works (tensorflow-cpu removed first)."""
+    fake_nvml.write(n_gpus(4))
+    out = run_tf(SHELL_PRELUDE + """
+import json
+import tfgpu_magic
+from tfgpu_magic.render import views
+before = tfgpu_magic.snapshot().to_text(), views.status_html(tfgpu_magic.snapshot())
+assert "tensorflow" not in sys.modules
+magic("visible 1")
+magic("growth on")
+print("IMPORT")
+import tensorflow
+print("IMPORTED")
+print(json.dumps(before))
+""", env=user_env(**fake_nvml.env))
+    text, status_html = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "GPU:" not in text and "not seen" in text
+    version = importlib.metadata.version("tensorflow-cpu")
+    why = (f"TensorFlow will list none of the 4 GPUs NVML lists: tensorflow-cpu {version} is a CPU-only build; for "
+           "GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the kernel")
+    assert why in " ".join(text.split()) and html.escape(why, quote=True) in status_html
+    assert "GPU:0" not in status_html
+    line = out.stdout.split("IMPORT\n", 1)[1].split("IMPORTED\n", 1)[0]
+    assert line == ("tfgpu: at `import tensorflow`: visible 1: applied (through CUDA_VISIBLE_DEVICES); growth on: no "
+                    f"GPU to apply to\n  tensorflow-cpu {version} is a CPU-only build; for GPUs: pip uninstall -y "
+                    "tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the kernel\n"), out.stdout
+    assert problems(line) == [] and problems(text) == []
 
 
 def test_with_a_cpu_only_tensorflow_visible_after_its_start_has_no_gpu_to_apply_to(fake_nvml):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 
+from . import no_gpu
 from . import nvml as nvml_module
 from . import settings as registry
 from .assignment import Assignment, Given, start_environment
@@ -30,6 +31,7 @@ from .settings.base import nvml_why as why
 from .waiting import Claims
 from .warn import warn
 
+SUMMARY_WIDTH = 120  # the import line's first line, as every answer's (issue 37)
 IMPORT_WAIT_S = 300.0  # how long a change waits for another thread's `import tensorflow` to finish
 __all__ = ["Change", "Controller", "Refusal", "RefusedError", "default_controller"]
 
@@ -59,7 +61,8 @@ class Controller:
     def __init__(self, environ: MutableMapping[str, str] | None = None,
                  nvml_snapshot: Callable[[], nvml_module.NvmlSnapshot] | None = None,
                  tensorflow: Callable[[], object] | None = None, prober: Callable[[], Probe] | None = None,
-                 hooks_import: bool = True, assignment: Assignment | None = None):
+                 hooks_import: bool = True, assignment: Assignment | None = None,
+                 installed_cpu_only: Callable[[], bool | None] | None = None):
         # The last three are seams for tests of the GPU paths on machines without a GPU: an
         # in-memory NVML and a recording stand-in for TensorFlow in a chosen state. hooks_import=False: a
         # controller that never applies anything at `import tensorflow` (a rehearsal, core/saved.py).
@@ -70,6 +73,9 @@ class Controller:
         self._nvml_snapshot = nvml_snapshot
         self._tensorflow = tensorflow or (lambda: sys.modules["tensorflow"])
         self.probe = prober or probe
+        # Whether the installed TensorFlow is a CPU-only build, told before it is imported (no_gpu.py); a seam for
+        # tests whose in-memory GPUs stand beside this venv's tensorflow-cpu.
+        self.installed_cpu_only = installed_cpu_only or no_gpu.installed_cpu_only
         self.plan = Plan()
         self.outcomes: dict[str, Outcome] = {}
         self._saved_env: dict[str, str | None] = {}
@@ -328,20 +334,30 @@ class Controller:
                     warn(f"tfgpu: {setting.name} did not take effect at TensorFlow import: {outcome.detail}")
             report = self.on_import_report
         if report is not None:
-            report(self.import_summary(plan))
+            report(self.import_summary(plan, tf))
 
-    def import_summary(self, plan: Plan) -> str:
-        """One line: each setting that waited for `import tensorflow`, and what became of it."""
+    def import_summary(self, plan: Plan, tf=None) -> str:
+        """What became of each setting that waited for `import tensorflow`: one line where it fits in
+        ``SUMMARY_WIDTH``, else a head and a line per setting; then, once, why no GPU took a GPU setting when this
+        build is CPU-only (with the fix)."""
         asked = dict(registry.describe(plan))
         parts = []
+        no_gpu_said = False
         for setting in (s.name for s in registry.asked(plan)):
             outcome = self.outcomes[setting]
             values = [v for k, v in asked.items() if k.partition("[")[0] == setting]
             # "no GPU to apply to" and "already in force" say it all; what was applied, or why not, needs its detail.
             said = outcome.detail and outcome.status not in (Status.NO_GPU, Status.UNCHANGED)
             detail = f" ({outcome.detail})" if said else ""
+            no_gpu_said = no_gpu_said or outcome.status is Status.NO_GPU
             parts.append(f"{setting} {' '.join(values)}: {outcome.status.value}{detail}")
-        return "tfgpu: at `import tensorflow`: " + "; ".join(parts)
+        head = "tfgpu: at `import tensorflow`:"
+        line = f"{head} {'; '.join(parts)}"
+        lines = [line] if len(line) <= SUMMARY_WIDTH else [head, *(f"  {part}" for part in parts)]
+        tf = tf if tf is not None else sys.modules.get("tensorflow")
+        if no_gpu_said and tf is not None and no_gpu.cpu_only(tf):
+            lines.append(f"  {no_gpu.cpu_only_words()}")
+        return "\n".join(lines)
 
     # -- reset -------------------------------------------------------------------------------------
     def reset(self) -> list[str]:
