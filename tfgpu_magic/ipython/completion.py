@@ -51,7 +51,7 @@ class TfgpuCompleter:
 
     def __init__(self, shell):
         self.shell = shell
-        self._gpus: tuple[float, tuple[str, ...]] | None = None
+        self._gpus: tuple[float, tuple[str, ...], tuple[str, ...]] | None = None
 
     # -- the whole line ----------------------------------------------------------------------------
     def complete(self, line: str) -> tuple[str, list[str]] | None:
@@ -120,7 +120,7 @@ class TfgpuCompleter:
         from ..core import settings as registry
 
         words: dict[str, Callable[[str], list[str]]] = {
-            setting.name: lambda f, setting=setting: setting.tab_words(f, self._gpu_words(""))
+            setting.name: lambda f, setting=setting: setting.tab_words(f, self._choosable())
             for setting in registry.settings()}
         words.update({
             "panel": lambda f: list(syntax.PANEL_OPTIONS),
@@ -159,13 +159,28 @@ class TfgpuCompleter:
         return magics.controller if magics is not None else None
 
     def _gpu_words(self, fragment: str) -> list[str]:
+        """The machine's GPU indices, as text (``--gpu``'s values)."""
+        return list(self._machine()[0])
+
+    def _choosable(self) -> list[str]:
+        """What a setting's value may name a GPU by: a whole GPU's index, or for a GPU in MIG mode the UUIDs of its
+        MIG devices (MIG-..., as CUDA_VISIBLE_DEVICES takes them; the GPU's own index is refused there)."""
+        return list(self._machine()[1])
+
+    def _machine(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         now = time.monotonic()
         if self._gpus is None or now - self._gpus[0] > GPU_CACHE_S:
             controller = self._controller()
             snapshot = controller.nvml() if controller is not None else None
-            indices = tuple(str(g.index) for g in snapshot.gpus) if snapshot is not None else ()
-            self._gpus = (now, indices)
-        return list(self._gpus[1])
+            gpus = snapshot.gpus if snapshot is not None else ()
+            choosable: list[str] = []
+            for gpu in gpus:
+                if gpu.mig_mode is True:
+                    choosable += [m.uuid for m in gpu.mig_devices if isinstance(m.uuid, str)]
+                else:
+                    choosable.append(str(gpu.index))
+            self._gpus = (now, tuple(str(g.index) for g in gpus), tuple(choosable))
+        return self._gpus[1], self._gpus[2]
 
     def _devices(self, slash: bool) -> list[str]:
         names = _running_devices()

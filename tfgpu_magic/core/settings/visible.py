@@ -5,6 +5,7 @@ its devices (also the whole setting in a kernel without TensorFlow), through tf.
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import replace
 
 from ..inputs import printable
@@ -42,15 +43,18 @@ class Visible(Setting):
     needs_given = True
     words = Words(
         usage="%tfgpu visible SPEC [--min-free SIZE] [--wait TIME]",
-        summary="SPEC: 0 | 1,3 | all | none | auto | auto:N",
+        summary="SPEC: 0 | 1,3 | all | none | auto | auto:N | MIG-<uuid>",
         help="Which physical GPUs TensorFlow may use, by nvidia-smi's numbers; auto:N takes the N freest GPUs among "
              "those that qualify: no other process computing on it (a graphics one does not count) and at least half "
              "its memory free; --min-free SIZE replaces the half. --wait waits (30s, 10m, 2h) for GPUs that qualify, "
              "showing the best so far; another kernel waiting too takes other GPUs. Without --wait, when none "
              "qualifies, auto takes the freest and says so. A kernel started with CUDA_VISIBLE_DEVICES (by Slurm, "
              "Kubernetes, a spawner) chooses among the GPUs it was given, read as CUDA reads it: up to the first entry "
-             "that is no index, GPU- or MIG- UUID. Takes effect when TensorFlow is imported: run it first.",
-        examples=("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible auto --wait 30m",
+             "that is no index, GPU- or MIG- UUID. A GPU in MIG mode is used through one of its MIG devices, named as "
+             "CUDA_VISIBLE_DEVICES takes it: MIG- and its UUID, or a unique start of it (Tab offers them). Takes "
+             "effect when TensorFlow is imported: run it first.",
+        examples=("%tfgpu visible 1", "%tfgpu visible 0,2", "%tfgpu visible MIG-5e8b0c1a",
+                  "%tfgpu visible auto --wait 30m",
                   "%tfgpu visible auto:2 --min-free 10GB", "%tfgpu visible auto --min-free 20GB --wait 10m",
                   "%tfgpu visible 2 --min-free 20GB --wait 1h", "%tfgpu visible none"),
         placeholder="1 / auto / all", control=Control("visible GPUs", "text", "0 | 1,3 | all | none | auto:1", "all",
@@ -62,6 +66,9 @@ class Visible(Setting):
 
     def add_arguments(self, parser) -> None:
         super().add_arguments(parser)
+        # Only `%tfgpu help visible` formats this parser's help: the MIG devices NVML lists are read then, never when
+        # the parser is made (at the first %tfgpu line, which must not start NVML for growth or cpus).
+        parser.format_help = functools.partial(_with_mig_devices, parser.format_help)
         parser.add_argument("--min-free", default=None, action=Once,
                             help="auto: GPUs with this much free memory qualify, in place of half free (with indices: "
                                  "wait until they have it)")
@@ -92,12 +99,16 @@ class Visible(Setting):
                               f"%tfgpu {self.name} {text}{flags}")
 
     def tab_words(self, fragment: str, gpus: list[str]) -> list[str]:
-        if "," in fragment:  # a list: the GPUs not in it yet
+        """``gpus``: the indices of whole GPUs, and the MIG UUIDs of the MIG devices of GPUs in MIG mode (the names
+        such a GPU is chosen by: its own index is refused)."""
+        whole = [gpu for gpu in gpus if not gpu.upper().startswith("MIG-")]
+        if "," in fragment:  # a list: the whole GPUs not in it yet (a MIG device is given alone)
             head, _, _ = fragment.rpartition(",")
             taken = set(head.split(","))
-            return [f"{head},{gpu}" for gpu in gpus if gpu not in taken]
+            return [f"{head},{gpu}" for gpu in whole if gpu not in taken]
         if fragment.lower().startswith("auto:"):
-            return [f"auto:{n}" for n in range(1, len(gpus) + 1)]
+            # auto takes one MIG device at most, and never with a whole GPU beside it
+            return [f"auto:{n}" for n in range(1, max(len(whole), len(gpus) > len(whole)) + 1)]
         return ["all", "none", "auto", "auto:", *gpus]
 
     # -- the plan --------------------------------------------------------------------------------------------
@@ -141,6 +152,9 @@ class Visible(Setting):
     def choose(self, controller, change):
         from . import choosing
 
+        if change.value.indices:  # `visible 2 --min-free 10GB --wait 1h` on a GPU in MIG mode: refused before waiting
+            snap = controller.nvml()
+            _refuse_mig_mode(change.value, snap, controller.given(snap))
         return choosing.choose_claiming(controller, change, controller.check_given)
 
     def resolve(self, controller, change, value, snap, given):
@@ -148,6 +162,7 @@ class Visible(Setting):
             return value, ""
         if value.mig:
             return self._resolve_mig(change, value, snap, given), ""
+        _refuse_mig_mode(value, snap, given)
         if not value.chooses:
             return value, ""
         from . import choosing  # loaded by the first choice by the moment, not by every `%tfgpu` call
@@ -278,6 +293,60 @@ class Visible(Setting):
         if spec.every:
             return [*lines, f'os.environ.pop("{VARIABLE}", None)']
         return [*lines, f'os.environ["{VARIABLE}"] = "{",".join(map(str, spec.indices))}"']
+
+
+class MigChoiceError(PlanError):
+    """``visible N`` names a GPU in MIG mode. Its first line says why (within 120 characters); the lines after it
+    are the MIG devices to choose, one each, as the magic line that chooses it: a list too long for one line."""
+
+    def __init__(self, first: str, choices: list[str]):
+        super().__init__(first)
+        self.args = ("\n".join([self.args[0], *choices]),)
+
+
+def _refuse_mig_mode(spec: VisibleSpec, snap, given) -> None:
+    """Refuse indices that name a GPU in MIG mode, with its MIG devices to choose. Such a GPU is no CUDA device of
+    its own: given by its index, CUDA hands the process one of its MIG devices (the guide does not say which) or
+    none, so accepting it would promise the whole GPU and deliver a slice nobody chose. A GPU NVML does not list,
+    or one not given to this kernel, is left to the checks that say so."""
+    if not spec.indices or snap is None or not snap.available or snap.error is not None:
+        return
+    for index in spec.indices:
+        gpu = snap.gpu(index)
+        if gpu is None or gpu.mig_mode is not True or not given.allows(index):
+            continue
+        migs = [m for m in gpu.mig_devices if isinstance(m.uuid, str) and given.allows_mig(m.uuid, index)]
+        alone = " alone" if len(spec.indices) > 1 else ""
+        if not migs:
+            why = "no MIG device" if not gpu.mig_devices else "no MIG device given to this kernel"
+            raise PlanError(f"GPU {index} is in MIG mode with {why}, so CUDA finds nothing there; choose another GPU")
+        raise MigChoiceError(f"GPU {index} is in MIG mode: a process gets one of its MIG devices, not the whole GPU; "
+                             f"choose one{alone}:", [f"  {_choice_line(m)}" for m in migs])
+
+
+def _choice_line(mig) -> str:
+    """"%tfgpu visible MIG-5e8b...  3g.20gb, 18,944 of 19,968 MiB free": a line to copy, and what it gives."""
+    profile = mig.profile if isinstance(mig.profile, str) else "MIG device"
+    free, total = mig.memory_free_mib, mig.memory_total_mib
+    room = f", {free:,} of {total:,} MiB free" if isinstance(free, int) and isinstance(total, int) else ""
+    return f"%tfgpu visible {mig.uuid}  {printable(profile)}{room}"
+
+
+def mig_names(snap) -> list[str]:
+    """The MIG devices NVML lists, as CUDA_VISIBLE_DEVICES takes them (MIG-<uuid>), each with its GPU and profile."""
+    if snap is None or not snap.available or snap.error is not None:
+        return []
+    return [f"{m.uuid} ({m.profile if isinstance(m.profile, str) else 'MIG device'} on GPU {g.index})"
+            for g, m in snap.mig_devices() if isinstance(m.uuid, str)]
+
+
+def _with_mig_devices(format_help) -> str:
+    from .. import nvml
+
+    names = mig_names(nvml.snapshot())
+    if not names:
+        return format_help()
+    return format_help() + "\n\nMIG devices NVML lists now (give one alone):\n" + "\n".join(f"  {n}" for n in names)
 
 
 def _chosen_words(spec: VisibleSpec) -> str:
