@@ -133,9 +133,34 @@ def check(document: Any, controller: Any = None, nvml: Any = None) -> dict[str, 
     ``parse``, then ``rehearse``: the controller's own rules on a rehearsal (control.Rehearsal: conflicts, GPU
     indices and sizes against NVML's totals where NVML knows them) with ``controller``'s environment and NVML
     (the kernel's by default; ``nvml``: a snapshot already read, so nothing waits for the driver). Applies
-    nothing and needs no TensorFlow."""
+    nothing and needs no TensorFlow. Every setting that is wrong is named at once (Check & save shows each
+    under its field): the values that parse are rehearsed too when others do not."""
     parsed = parse(document)
-    return parsed.errors or rehearse(parsed.changes, controller, nvml)
+    if "" in parsed.errors:  # not a document of ours: no value can be read
+        return parsed.errors
+    refused = rehearse(parsed.changes, controller, nvml)
+    return {**parsed.errors, **{k: v for k, v in refused.items() if k not in parsed.errors}}
+
+
+def unchecked(document: Any, controller: Any = None, nvml: Any = None) -> dict[str, str]:
+    """``{setting: why}`` for the values of a document that ``check`` accepts only because NVML cannot list the
+    GPUs (``visible 9`` with no driver): a kernel start takes them as given, so whoever saves them is told."""
+    from . import settings as registry
+    from .control import default_controller
+    from .settings.base import nvml_why
+
+    parsed = parse(document)
+    snap = nvml if nvml is not None else (controller if controller is not None else default_controller()).nvml()
+    if snap.available and snap.error is None:
+        return {}
+    out: dict[str, str] = {}
+    for change in parsed.changes:
+        setting = registry.setting_of(change)
+        named = setting.named_gpus(change, change.value) if setting.needs_inventory(change) else []
+        if named and change.setting not in out:
+            because = nvml_why(snap.error)
+            out[change.setting] = f"GPU {', '.join(map(str, named))} not checked" + (f": {because}" if because else "")
+    return out
 
 
 def _duplicates(changes: list) -> dict[str, str]:
@@ -153,17 +178,20 @@ def _duplicates(changes: list) -> dict[str, str]:
 
 
 def rehearse(changes, controller: Any = None, nvml: Any = None) -> dict[str, str]:
-    """``{setting: message}`` for the first change the controller's rules refuse, applying nothing."""
+    """``{setting: message}`` for each setting whose change the controller's rules refuse (its first refused
+    value), applying nothing. A refused change stays out of the rehearsal, so the ones after it are checked as
+    they would be without it; the first key is the change a kernel start stops at."""
     from .control import default_controller
     from .plan import PlanError
 
     trial = (controller if controller is not None else default_controller()).rehearsal(nvml)
+    errors: dict[str, str] = {}
     for change in changes:
         try:
             trial.change(change)
         except PlanError as err:
-            return {change.setting: str(err)}
-    return {}
+            errors.setdefault(change.setting, str(err))
+    return errors
 
 
 def wanted(settings: list[dict], refused: list[dict], placement: str | None) -> dict[str, Any]:

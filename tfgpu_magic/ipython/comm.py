@@ -206,12 +206,15 @@ class SidebarChannel:
                     (self._hidden_pages.discard if visible else self._hidden_pages.add)(comm.comm_id)
             self._pages_changed()
         elif request == "validate":
-            from ..core.saved import check  # the magics' parsers: loaded when a sidebar first checks
+            from ..core.saved import check, unchecked  # the magics' parsers: loaded when a sidebar first checks
 
             # The kernel's environment, and the refresher's last NVML reading: a hung driver holds no comm message.
-            errors = check(data.get("settings"), self.magics.controller, self.magics.live.last_reading())
+            controller, reading = self.magics.controller, self.magics.live.last_reading()
+            errors = check(data.get("settings"), controller, reading)
+            # Accepted only because NVML cannot list the GPUs: the sidebar marks them where it saves them.
+            taken = {} if "" in errors else unchecked(data.get("settings"), controller, reading)
             comm.send({"type": "validated", "protocol": PROTOCOL, "id": data.get("id"), "ok": not errors,
-                       "errors": errors})
+                       "errors": errors, "unchecked": {k: v for k, v in taken.items() if k not in errors}})
         else:
             comm.send({"type": "error", "protocol": PROTOCOL,
                        "message": f"tfgpu: unknown request {shown(request)}; valid: {', '.join(REQUESTS)}"})
