@@ -18,6 +18,7 @@ sentences that name it ("With GPU TensorFlow ...")."""
 
 import functools
 import html
+import itertools
 import json
 import re
 import shutil
@@ -83,7 +84,9 @@ ABSENT = {
 QUOTED = {
     "01": {BOTH: ["GPUs: []", "runtime not started", "already in force"],
            NO_NVML: ["NVML library (libnvidia-ml.so.1) not found"],
-           FAKE_GPUS: ["not seen", "is a CPU-only build", "pip install 'tensorflow[and-cuda]'"]},
+           # the fix for tensorflow-cpu: pip installs GPU TensorFlow beside it without removing it, so it goes first
+           FAKE_GPUS: ["not seen", "is a CPU-only build", "pip uninstall -y tensorflow-cpu",
+                       "pip install 'tensorflow[and-cuda]'"]},
     "02": {BOTH: ["waiting for import", "applied (through CUDA_VISIBLE_DEVICES)", "through CUDA_VISIBLE_DEVICES",
                   "is too late", "TensorFlow has listed its devices"],
            NO_NVML: ["GPU 0 not checked", "needs NVML to see free memory"],
@@ -96,6 +99,22 @@ QUOTED = {
                   "Input of GeneratorDatasetOp::Dataset will not be optimized"]},
     "07": {BOTH: ["no GPU to apply to"]},
 }
+
+# The table columns a lesson's text names ("column `GPU`", "the `asked` column"): each must head a table (an HTML <th>,
+# what JupyterLab shows) in that lesson's outputs, in every run the entry is listed for. Every column the text names
+# is listed here (test_every_column_the_text_names_is_checked), so text and screen cannot drift apart unnoticed.
+COLUMNS = {
+    "01": {FAKE_GPUS: ["GPU", "TensorFlow"]},  # the GPU table: there is none without NVML
+    "04": {BOTH: ["device", "op type", "executed", "placed", "channels", "lines", "channel", "asked"]},
+}
+COLUMN_CITED = re.compile(r"(?i:\bcolumns?) `([^`]+)`|`([^`]+)` (?i:columns?\b)")
+TABLE_HEAD = re.compile(r"<th\b[^>]*>(.*?)</th>", re.S)
+
+# Cells that take over about 5 seconds (measured on a laptop and on the test machine: `import tensorflow` 3-15 s, the
+# 4 TiB out-of-memory cell about 10 s, as TensorFlow's allocator waits 10 s for memory, the two workers 5-26 s): the
+# markdown cell right before each says how long it takes, so a learner does not think the kernel hung.
+SLOW_CELL = re.compile(r"^import tensorflow|^too_much = tf\.zeros\(\(2\*\*40|subprocess\.Popen\(", re.M)
+SLOW_WARNING = re.compile(r"\btakes (?:about )?[\d ]+(?:to \d+ )?seconds\b")
 
 # Cells tagged `raises-exception` that succeed in one case (the text says so): there they must show no error.
 SUCCEEDS = {
@@ -242,7 +261,7 @@ def kernel_env(request, tmp_path):
 def test_the_course_is_there():
     assert len(LESSONS) >= 5, [p.name for p in LESSONS]
     assert {p.name[:2] for p in LESSONS} <= set(EXPECTED)
-    for table in (EXPECTED, QUOTED, ABSENT, SUCCEEDS):
+    for table in (EXPECTED, QUOTED, ABSENT, SUCCEEDS, COLUMNS):
         for prefix, entry in table.items():
             assert set(entry) <= {BOTH, *CASES}, (prefix, entry)
 
@@ -264,6 +283,41 @@ def test_a_phrase_quoted_for_one_case_is_said_for_it(path):
             unnamed = [p for p in where if not any(w.lower() in p.lower() for w in CASE_WORDS[case])]
             assert not unnamed, (f"{path.name}: {phrase!r} is quoted for {case} only, in a paragraph that names no "
                                  f"such machine ({CASE_WORDS[case]}): {unnamed[0][:200]!r}")
+
+
+def _cited_columns(nb) -> set[str]:
+    said = _words("\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+    return {a or b for a, b in COLUMN_CITED.findall(said)}
+
+
+def _table_heads(nb) -> set[str]:
+    """The column names of every table the notebook's outputs show in JupyterLab (their HTML form)."""
+    heads = set()
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            for head in TABLE_HEAD.findall(str(out.get("data", {}).get("text/html", ""))):
+                heads.add(_words(html.unescape(re.sub(r"<[^>]+>", " ", head))))
+    return heads
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=_ids(LESSONS))
+def test_every_column_the_text_names_is_checked(path):
+    """A column the text names is listed in COLUMNS (whose entries the runs check against the tables shown), and a
+    listed column is named by the text."""
+    nb = nbformat.read(path, as_version=4)
+    listed = {c for entry in COLUMNS.get(path.name[:2], {}).values() for c in entry}
+    cited = _cited_columns(nb)
+    assert cited == listed, (f"{path.name}: the text names columns {sorted(cited - listed)} that COLUMNS does not "
+                             f"list; COLUMNS lists {sorted(listed - cited)} that the text does not name")
+
+
+@pytest.mark.parametrize("path", COURSE, ids=_ids(COURSE))
+def test_a_slow_cell_is_announced(path):
+    nb = nbformat.read(path, as_version=4)
+    for before, cell in itertools.pairwise(nb.cells):
+        if cell.cell_type == "code" and SLOW_CELL.search(cell.source):
+            assert before.cell_type == "markdown" and SLOW_WARNING.search(_words(before.source)), (
+                f"{path.name}: no 'takes N seconds' right before the slow cell {cell.source[:60]!r}")
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=_ids(LESSONS))
@@ -316,6 +370,9 @@ def test_notebook_runs_in_the_working_copy_and_shows_its_point(path, kernel_env,
     if prefix == "04" and _tf_build()["onednn"]:  # the lesson says when it shows: "Where TensorFlow runs oneDNN's"
         unshown += [s for s in ["_MklMatMul"] if s not in outputs]
     assert not unsaid and not unshown, f"{path.name} ({case}): text lacks {unsaid}; outputs lack {unshown}"
+    heads = _table_heads(nb)
+    no_table = [c for c in _for(COLUMNS, prefix, case) if c not in heads]
+    assert not no_table, f"{path.name} ({case}): the text names columns {no_table}; the tables have {sorted(heads)}"
     succeeds = _for(SUCCEEDS, prefix, case)
     for cell in nb.cells:
         if cell.cell_type != "code":
