@@ -1,9 +1,11 @@
-import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import type { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import type { Kernel, KernelMessage, Session } from '@jupyterlab/services';
 import type { TranslationBundle } from '@jupyterlab/translation';
 import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 
+import { LinkClosedError, type NotebookLink } from './comm';
 import { API_CONSENT, METADATA_KEY } from './constants';
 import type { GpuFeed } from './feed';
 import {
@@ -15,14 +17,19 @@ import {
   parseApplyReply,
   readConsentAnswer,
   readSaved,
+  RestartPlan,
+  restartPlan,
   SavedDocument,
   SavedRead,
   SavedSettings,
   savedDocument,
   SettingWords,
   settingsKey,
+  startRefusalNotice,
+  Validated,
   waitProgress
 } from './model';
+import { el } from './render';
 import { requestAPI } from './request';
 
 /** What the applier keeps per notebook. */
@@ -164,32 +171,52 @@ export class StartApplier {
 
   /**
    * Save these settings (read with `words`) with apply_on_start on, after the user confirms the restart, restart
-   * the kernel, and let the start apply them. Resolves false when the user cancels, or no words name the settings
-   * (nothing is saved then).
+   * the kernel, and let the start apply them. The kernel checks them first where it can (`link`: its comm): the
+   * dialog names each value it saves and applies, each it leaves out and why, and marks those that could not be
+   * checked (`note`: why none could). Cancel is the dialog's default: Enter does not restart. Resolves false
+   * when the user cancels, nothing is left to apply, or no words name the settings (nothing is saved then).
    */
   async restartAndApply(
     panel: NotebookPanel,
     settings: SavedSettings,
     words: SettingWords | null,
-    note?: string
+    options: { link?: NotebookLink | null; note?: string } = {}
   ): Promise<boolean> {
     const trans = this._trans;
     if (!words) {
       return false;
     }
-    const question = trans.__("Restart the kernel and apply the saved settings? The kernel's variables are lost.");
-    const answer = await showDialog({
+    const link = options.link && options.link.panel === panel && options.link.canValidate ? options.link : null;
+    let answer: Validated | null = null;
+    let notChecked =
+      options.note ??
+      trans.__('tfgpu_magic is not loaded in this kernel, so nothing was checked: the kernel checks them at its start.');
+    if (link) {
+      try {
+        answer = await link.validate(settings);
+      } catch (error) {
+        const why = error instanceof LinkClosedError ? error.message : String(error);
+        notChecked = trans.__('The kernel did not answer (%1), so nothing was checked: it checks them at its start.', why);
+      }
+    }
+    const plan = restartPlan(settings, answer, notChecked, trans);
+    const applicable = hasSettings(plan.settings);
+    const reply = await showDialog({
       title: trans.__('Restart kernel and apply'),
-      body: note ? `${question} ${note}` : question,
-      buttons: [
-        Dialog.cancelButton({ label: trans.__('Cancel') }),
-        Dialog.warnButton({ label: trans.__('Restart and apply'), className: 'tfgpu-danger' })
-      ]
+      body: new Widget({ node: restartBody(plan, trans) }),
+      buttons: applicable
+        ? [
+            Dialog.cancelButton({ label: trans.__('Cancel') }),
+            Dialog.warnButton({ label: trans.__('Restart and apply'), className: 'tfgpu-danger' })
+          ]
+        : [Dialog.cancelButton({ label: trans.__('Close') })],
+      // As JupyterLab's own "Shut down" asks: the safe answer has the focus, so Enter keeps the kernel.
+      defaultButton: 0
     });
-    if (!answer.button.accept || panel.isDisposed) {
+    if (!applicable || !reply.button.accept || panel.isDisposed) {
       return false;
     }
-    const document = savedDocument(settings, true, words);
+    const document = savedDocument(plan.settings, true, words);
     writeSaved(panel, document);
     void this.agree(panel, document); // the user's own settings: known agreed here at once, before the restart
     const record = this._record(panel);
@@ -205,6 +232,12 @@ export class StartApplier {
     await panel.sessionContext.restartKernel();
     return true;
   }
+
+  /**
+   * Where a notice's "Show in GPUs sidebar" leads: the sidebar's saved settings of that notebook (set by the
+   * plugin once the sidebar exists).
+   */
+  showSaved: ((panel: NotebookPanel) => void) | null = null;
 
   /**
    * The user's "Apply saved settings": record on the server that they agree to this notebook's saved settings,
@@ -291,6 +324,11 @@ export class StartApplier {
     context.kernelChanged.connect(this._onKernelChanged, this);
     context.statusChanged.connect(this._onStatusChanged, this);
     panel.disposed.connect(() => {
+      const notice = this._notices.get(panel);
+      if (notice !== undefined) {
+        Notification.dismiss(notice);
+        this._notices.delete(panel);
+      }
       context.kernelChanged.disconnect(this._onKernelChanged, this);
       context.statusChanged.disconnect(this._onStatusChanged, this);
       this._records.delete(panel);
@@ -478,7 +516,40 @@ export class StartApplier {
 
   private _setState(panel: NotebookPanel, record: IRecord, state: ApplyState | null): void {
     record.state = state;
+    this._notify(panel, state);
     this._changed.emit(panel);
+  }
+
+  /**
+   * A refusal at kernel start reaches the user wherever they look, not only in the sidebar: a JupyterLab
+   * notification with the reason and a way to the saved settings. A newer state of that notebook takes it back.
+   */
+  private _notify(panel: NotebookPanel, state: ApplyState | null): void {
+    const before = this._notices.get(panel);
+    if (before !== undefined) {
+      Notification.dismiss(before);
+      this._notices.delete(panel);
+    }
+    const notice = startRefusalNotice(state, panel.context.localPath || panel.title.label, this._trans);
+    if (!notice) {
+      return;
+    }
+    const actions: Notification.IAction[] = this.showSaved
+      ? [
+          {
+            label: this._trans.__('Show in GPUs sidebar'),
+            caption: this._trans.__("Open the GPUs sidebar at this notebook's saved settings"),
+            displayType: 'accent',
+            callback: () => this.showSaved?.(panel)
+          }
+        ]
+      : [];
+    const options = { autoClose: false as const, actions };
+    const id =
+      notice.level === 'error'
+        ? Notification.error(notice.text, options)
+        : Notification.warning(notice.text, options);
+    this._notices.set(panel, id);
   }
 
   private _record(panel: NotebookPanel): IRecord {
@@ -487,6 +558,57 @@ export class StartApplier {
   }
 
   private _records = new Map<NotebookPanel, IRecord>();
+  /** The notification of each notebook's refusal at kernel start, while it shows. */
+  private _notices = new Map<NotebookPanel, string>();
   private _changed = new Signal<this, NotebookPanel>(this);
   private _consent = new ConsentClient();
+}
+
+/**
+ * The dialog's text: what is saved and applied, one value a line (a mark on those not checked), what is left out
+ * and why, and a note said once when nothing could be checked.
+ */
+function restartBody(plan: RestartPlan, trans: TranslationBundle): HTMLElement {
+  const body = el('div', 'tfgpu-restart-dialog');
+  if (plan.kept.length) {
+    body.appendChild(
+      el(
+        'p',
+        'tfgpu-restart-intro',
+        trans.__("The kernel restarts (its variables are lost); these settings are saved in the notebook and applied before any cell:")
+      )
+    );
+    const list = el('ul', 'tfgpu-restart-list tfgpu-restart-kept');
+    list.setAttribute('aria-label', trans.__('Saved and applied'));
+    for (const line of plan.kept) {
+      const item = el('li', 'tfgpu-restart-item');
+      item.dataset.setting = line.setting;
+      item.appendChild(el('code', 'tfgpu-restart-value', line.text));
+      if (line.reason) {
+        item.classList.add('tfgpu-restart-unchecked');
+        item.appendChild(el('span', 'tfgpu-restart-reason', trans.__('not checked: %1', line.reason)));
+      }
+      list.appendChild(item);
+    }
+    body.appendChild(list);
+  } else {
+    body.appendChild(el('p', 'tfgpu-restart-intro', trans.__('Nothing to apply: the kernel refused every setting, so nothing is saved and the kernel keeps running.')));
+  }
+  if (plan.leftOut.length) {
+    body.appendChild(el('p', 'tfgpu-restart-left-title', trans.__('Left out (the kernel refused them; not saved):')));
+    const list = el('ul', 'tfgpu-restart-list tfgpu-restart-left');
+    list.setAttribute('aria-label', trans.__('Left out'));
+    for (const line of plan.leftOut) {
+      const item = el('li', 'tfgpu-restart-item');
+      item.dataset.setting = line.setting;
+      item.appendChild(el('code', 'tfgpu-restart-value', line.text));
+      item.appendChild(el('span', 'tfgpu-restart-reason', line.reason));
+      list.appendChild(item);
+    }
+    body.appendChild(list);
+  }
+  if (plan.note) {
+    body.appendChild(el('p', 'tfgpu-restart-note', plan.note));
+  }
+  return body;
 }

@@ -94,6 +94,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
       culler
     });
     app.shell.add(sidebar, 'left', { rank: SIDEBAR_RANK });
+    if (applier && tracker) {
+      // A refusal's notice leads to the saved settings: the notebook in front, then the sidebar open at them.
+      applier.showSaved = panel => {
+        if (!panel.isDisposed) {
+          app.shell.activateById(panel.id);
+        }
+        app.shell.activateById(sidebar.id);
+        requestAnimationFrame(() => sidebar.showSaved());
+      };
+    }
     if (restorer) {
       restorer.add(sidebar, sidebar.id);
     }
@@ -136,7 +146,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           const panel = tracker.currentWidget;
           const settings = sidebar.restartSettings();
           if (panel && settings && hasSettings(settings)) {
-            await applier.restartAndApply(panel, settings, sidebar.settingWords());
+            await applier.restartAndApply(panel, settings, sidebar.settingWords(), { link: sidebar.linkOf(panel) });
           }
         }
       });

@@ -214,11 +214,34 @@ export class SavedSection {
       this._panel = panel;
       panel?.model?.metadataChanged.connect(this._onMetadata, this);
       this._dirty = false;
+      this._checkedKernel = null;
       this._message(null);
       this._fill();
     }
     this._link = link;
+    this._forgetStale();
     this._render();
+  }
+
+  /**
+   * A check's verdict speaks of the kernel that gave it: once that kernel is gone (a restart, another kernel),
+   * the verdict and the errors under the fields go with it rather than stand as if they were about this one.
+   */
+  private _forgetStale(): void {
+    const link = this._link && this._link.panel === this._panel ? this._link : null;
+    const pid = link?.sections?.kernel?.pid;
+    const kernel = link && typeof pid === 'number' ? `${link.kernelId} ${pid}` : null;
+    if (kernel === null || kernel === this._checkedKernel) {
+      return;
+    }
+    const before = this._checkedKernel;
+    this._checkedKernel = kernel;
+    if (before !== null && !this._busy) {
+      for (const name of this._errors.keys()) {
+        this._fieldError(name, '');
+      }
+      this._editorMessage = null;
+    }
   }
 
   dispose(): void {
@@ -318,7 +341,9 @@ export class SavedSection {
       this._stateAt = ++this._events;
     }
     const editorMessage = this._editorMessage && this._editorMessage.at > this._stateAt ? this._editorMessage : null;
-    const status = editorMessage ? null : applyStatusView(state, trans, this._words);
+    // The kernel's own record now: what waited for `import tensorflow` reads as it went, not as it was sent.
+    const kernel = this._link && this._link.panel === panel ? this._link.sections?.kernel ?? null : null;
+    const status = editorMessage ? null : applyStatusView(state, trans, this._words, kernel);
     const statusNodes: HTMLElement[] = [];
     if (editorMessage) {
       const node = line(editorMessage.text, editorMessage.level, 'tfgpu-editor-message');
@@ -438,7 +463,7 @@ export class SavedSection {
     node.addEventListener('click', () => {
       const current = this._saved();
       if (this._panel && this._applier && current.kind === 'ok') {
-        void this._applier.restartAndApply(this._panel, current.saved.settings, this._settingWords);
+        void this._applier.restartAndApply(this._panel, current.saved.settings, this._settingWords, { link: this._link });
       }
     });
     return node;
@@ -620,7 +645,10 @@ export class SavedSection {
         );
         this._message(note, 'warn');
       }
-      restarted = await this._applier.restartAndApply(panel, settings, this._settingWords, note);
+      restarted = await this._applier.restartAndApply(panel, settings, this._settingWords, {
+        link: checkable ? this._link : null,
+        note
+      });
     } finally {
       this._setBusy(false);
     }
@@ -695,6 +723,8 @@ export class SavedSection {
   private _lastState: unknown = undefined;
   private _stateAt = 0;
   private _editorMessage: IEditorMessage | null = null;
+  /** The kernel (its id and process) the editor's verdict came from; null before one was known. */
+  private _checkedKernel: string | null = null;
   private _checkSave: HTMLButtonElement;
   private _restart: HTMLButtonElement;
   private _firstCell: HTMLButtonElement;

@@ -213,6 +213,16 @@ export class GpuSidebar extends Widget {
     return saved.kind === 'ok' ? saved.saved.settings : null;
   }
 
+  /** The kernel comm of `panel` when the sidebar follows it (null: another notebook is in front). */
+  linkOf(panel: NotebookPanel): NotebookLink | null {
+    return this._link?.panel === panel ? this._link : null;
+  }
+
+  /** Bring the saved settings of the notebook in front into view (a notice's "Show in GPUs sidebar"). */
+  showSaved(): void {
+    this._saved?.node.scrollIntoView?.({ block: 'start' });
+  }
+
   /** The settings the front notebook can save, as the sidebar reads them (null: not named yet). */
   settingWords(): SettingWords | null {
     return this._settingWordsOf(this._link);
@@ -450,7 +460,7 @@ export class GpuSidebar extends Widget {
       return;
     }
     const link = this._link?.panel === panel ? this._link : null;
-    this._applier.restartAndApply(panel, settings, this._settingWordsOf(link)).catch(error => {
+    this._applier.restartAndApply(panel, settings, this._settingWordsOf(link), { link }).catch(error => {
       console.error('tfgpu_magic: restarting the kernel to apply the settings failed', error);
     });
   }

@@ -531,10 +531,26 @@ test('refused rows and what to apply instead', () => {
 });
 
 test('validated answers and kernel requests; other messages are not theirs', () => {
-  assert.deepEqual(parseValidated({ type: 'validated', id: 3, ok: true, errors: {} }), { id: 3, ok: true, errors: {} });
+  assert.deepEqual(parseValidated({ type: 'validated', id: 3, ok: true, errors: {} }), {
+    id: 3,
+    ok: true,
+    errors: {},
+    unchecked: {}
+  });
   assert.deepEqual(
     parseValidated({ type: 'validated', id: 4, ok: false, errors: { cpus: 'tfgpu: bad cpus', growth: 7 } }),
-    { id: 4, ok: false, errors: { cpus: 'tfgpu: bad cpus' } }
+    { id: 4, ok: false, errors: { cpus: 'tfgpu: bad cpus' }, unchecked: {} }
+  );
+  // Values taken as given (NVML cannot list the GPUs) come with the kernel's words; a refused one is not also that.
+  assert.deepEqual(
+    parseValidated({
+      type: 'validated',
+      id: 6,
+      ok: false,
+      errors: { cpus: 'tfgpu: bad cpus' },
+      unchecked: { visible: 'GPU 9 not checked: NVML is not installed', cpus: 'x', limit: 3 }
+    }).unchecked,
+    { visible: 'GPU 9 not checked: NVML is not installed' }
   );
   // ok with errors is not ok
   assert.equal(parseValidated({ type: 'validated', id: 5, ok: true, errors: { cpus: 'x' } }).ok, false);

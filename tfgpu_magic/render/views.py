@@ -67,8 +67,10 @@ _BOX = (f"font-family:{FONT};font-size:{FONT_SIZE};color:{TEXT};line-height:1.45
 # a darker background (4.4:1 in dark), so rows stay on the page's own. The <table> itself keeps JupyterLab's
 # style (collapsed borders, left in an output) and no attributes.
 _ROW = "background:transparent"
-_CELL = "padding:3px 14px 3px 0;line-height:1.4;word-break:normal;overflow-wrap:break-word"
-_TH = f"{_CELL};vertical-align:bottom;font-weight:600;white-space:nowrap;border-bottom:1px solid {HEAD_RULE}"
+# Narrow gaps and headers that may wrap ("memory used / total"): the status table fits an output beside an open
+# sidebar at a laptop's width (1280 px) instead of scrolling sideways; figures stay on one line (_RIGHT).
+_CELL = "padding:3px 10px 3px 0;line-height:1.4;word-break:normal;overflow-wrap:break-word"
+_TH = f"{_CELL};vertical-align:bottom;font-weight:600;white-space:normal;border-bottom:1px solid {HEAD_RULE}"
 _TD = f"{_CELL};vertical-align:top;white-space:normal;border-bottom:1px solid {RULE}"
 _LEFT = "text-align:left"
 _RIGHT = "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"

@@ -10,6 +10,7 @@ import { plainTrans, Trans } from './format.js';
 import { Level, Sections, statusWords, text } from './notebook.js';
 import type { SettingWords, Words } from './words.js';
 import { canonicalSettings, checkSettings, isPlainObject, SavedDocument, SavedSettings, shortJSON } from './saved.js';
+import { freshOutcomes } from './restart.js';
 
 // -- applying them at kernel start --------------------------------------------------------------------------
 
@@ -221,11 +222,13 @@ export interface ApplyStatusView {
  * The apply-status line of the "Saved settings" section (null state: nothing was applied here), with the
  * kernel's words for the settings' states. `retry`: offer "Try again"; `restart`: offer "Restart kernel and
  * apply" (the kernel had run cells, so they were not tried: not an error, the restart is the way to have them).
+ * `kernel`: the kernel's comm section, whose record replaces an outcome still "waiting for import".
  */
 export function applyStatusView(
   state: ApplyState | null,
   trans: Trans = plainTrans,
-  words: Words | null = null
+  words: Words | null = null,
+  kernel: Sections | null = null
 ): ApplyStatusView | null {
   if (state === null) {
     return null;
@@ -299,7 +302,9 @@ export function applyStatusView(
           retry: false
         };
       }
-      const what = outcomesText(reply.outcomes, reply.placement, trans, words) || trans.__('nothing to apply');
+      // What waited for `import tensorflow` reads as the kernel has it now (`kernel`: its comm's section).
+      const outcomes = freshOutcomes(reply.outcomes, kernel);
+      const what = outcomesText(outcomes, reply.placement, trans, words) || trans.__('nothing to apply');
       return {
         text: state.afterRestart
           ? trans.__('Kernel restarted; saved settings applied: %1', what)
@@ -386,6 +391,8 @@ export interface Validated {
   id: number;
   ok: boolean;
   errors: { [setting: string]: string };
+  /** Values accepted only because NVML cannot list the GPUs: setting -> the kernel's words for that. */
+  unchecked?: { [setting: string]: string };
 }
 
 /** A comm message of type `validated`, or null when it is not one. */
@@ -401,7 +408,15 @@ export function parseValidated(data: unknown): Validated | null {
       }
     }
   }
-  return { id: data.id, ok: data.ok === true && Object.keys(errors).length === 0, errors };
+  const unchecked: { [setting: string]: string } = {};
+  if (isPlainObject(data.unchecked)) {
+    for (const [name, message] of Object.entries(data.unchecked)) {
+      if (typeof message === 'string' && message && !(name in errors)) {
+        unchecked[name] = message;
+      }
+    }
+  }
+  return { id: data.id, ok: data.ok === true && Object.keys(errors).length === 0, errors, unchecked };
 }
 
 /**

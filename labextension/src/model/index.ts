@@ -22,6 +22,7 @@
  * - saved.ts: the saved settings (the notebook's `tfgpu` metadata);
  * - consent.ts: whether they apply without asking (notebook trust, the user's remembered answers);
  * - apply.ts: applying them at kernel start, and the kernel's refusals and other messages;
+ * - restart.ts: what "Restart kernel and apply" saves, leaves out and marks; a start's refusal as a notice;
  * - requests.ts: requests to the kernel that wait for their answer, sent again until it comes;
  * - statusbar.ts: the status-bar item's text;
  * - savedpanel.ts: a live panel saved in a notebook (its own text, for where it cannot be drawn).
@@ -41,5 +42,6 @@ export * from './notebook.js';
 export * from './saved.js';
 export * from './consent.js';
 export * from './apply.js';
+export * from './restart.js';
 export * from './statusbar.js';
 export * from './savedpanel.js';
