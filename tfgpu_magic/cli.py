@@ -1,5 +1,6 @@
-"""``tfgpu status|devices [--json]`` (also ``python -m tfgpu_magic``): the same snapshot the magics
-show, for a terminal or a script."""
+"""``tfgpu status|devices [--json] [--tensorflow]`` (also ``python -m tfgpu_magic``): the snapshot the magics show,
+in a shell's words, for a terminal or a script. Nothing here imports TensorFlow unless ``--tensorflow`` asks for its
+own view: its GPU names are predicted as CUDA will number them (core/numbering.py)."""
 
 from __future__ import annotations
 
@@ -26,26 +27,34 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="tfgpu", description="TensorFlow's devices and this machine's GPUs.")
+    parser = argparse.ArgumentParser(
+        prog="tfgpu", description="This machine's GPUs and TensorFlow's names for them, from a shell.",
+        epilog="In a notebook: %load_ext tfgpu_magic, then %tfgpu help.")
     parser.add_argument("command", nargs="?", default="status", choices=("status", "devices"),
-                        help="status: GPUs and settings, without importing TensorFlow; "
-                             "devices: also TensorFlow's physical devices (imports it, never starts its runtime)")
+                        help="status: GPUs, their processes (by notebook where a Jupyter server knows them) and the "
+                             "environment's settings; devices: GPUs with TensorFlow's names, predicted without "
+                             "importing it")
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON (shape: see README)")
+    parser.add_argument("--tensorflow", action="store_true",
+                        help="devices: import TensorFlow (a few seconds) and show its own device list, not a "
+                             "prediction; its runtime is never started")
+    parser.add_argument("--version", action="store_true", help="print tfgpu's version and exit")
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help (0) or a bad command line (2): argparse has written its text
         return _write("", int(done.code or 0))
+    if args.version:
+        from .core.version import __version__
 
-    from .core.runtime import TFState, probe
+        return _write(f"tfgpu (tfgpu_magic) {__version__}\n")
+    if args.tensorflow and args.command != "devices":
+        return _usage(parser, "--tensorflow goes with devices: `tfgpu devices --tensorflow`")
+
+    from .render.shell_words import ShellSnapshot
     from .render.snapshot import take
 
-    if args.command == "devices":
-        with _without_tensorflow_log():
-            if probe().state is TFState.NOT_IMPORTED:
-                import tensorflow  # noqa: F401
-            snap = take(list_devices=True)
-    else:
-        snap = take()
+    # Without --tensorflow, TensorFlow is not imported: its GPU names are predicted.
+    snap = _with_notebooks(_with_tensorflow(take) if args.tensorflow else take(kind=ShellSnapshot))
     if args.json:
         text = json.dumps(snap.to_dict(), indent=2)
     elif args.command == "devices":
@@ -53,6 +62,55 @@ def _main(argv: list[str] | None) -> int:
     else:
         text = snap.to_text()
     return _write(text + "\n")
+
+
+def _usage(parser: argparse.ArgumentParser, message: str) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"{parser.format_usage().strip()}\ntfgpu: {message}", file=sys.stderr)
+    return 2
+
+
+def _with_tensorflow(take):
+    """TensorFlow's own view: imported here (never its runtime started), saying so first on a terminal, where
+    someone waits; a script reading stderr gets nothing it did not ask for."""
+    from .core.runtime import TFState, probe
+    from .render.shell_words import ShellSnapshot
+
+    if probe().state is TFState.NOT_IMPORTED:
+        if _is_terminal(sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                print("tfgpu: importing TensorFlow (a few seconds)...", file=sys.stderr, flush=True)
+        with _without_tensorflow_log():
+            import tensorflow  # noqa: F401
+    with _without_tensorflow_log():
+        snap = take(list_devices=True, kind=ShellSnapshot)
+    import dataclasses
+
+    return dataclasses.replace(snap, predicted=False)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def _with_notebooks(snap):
+    """``snap`` with the notebooks a running Jupyter server knows its GPU processes by; unchanged when no process is
+    listed or no server answers (silently: the program's name then stands, as nvidia-smi shows it)."""
+    pids = {p.pid for gpu in snap.nvml.gpus for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices))
+            if isinstance(procs, tuple) for p in procs}
+    if not pids:
+        return snap
+    from . import notebooks_seen
+
+    found = notebooks_seen.notebooks(pids)
+    if found is None:
+        return snap
+    import dataclasses
+
+    return dataclasses.replace(snap, notebooks=found.by_pid, notebook_server=found.server)
 
 
 @contextlib.contextmanager

@@ -36,9 +36,9 @@ class ShownSnapshot(core.Snapshot):
         return views.memory_html(self)
 
 
-def take(controller=None, **kwargs) -> ShownSnapshot:
-    """``core.snapshot.take`` (same arguments), as a ShownSnapshot."""
-    return core.take(controller, kind=ShownSnapshot, **kwargs)
+def take(controller=None, *, kind: type[ShownSnapshot] = ShownSnapshot, **kwargs) -> ShownSnapshot:
+    """``core.snapshot.take`` (same arguments), as a ShownSnapshot or the subclass ``kind`` (the shell's)."""
+    return core.take(controller, kind=kind, **kwargs)
 
 
 __all__ = ["ShownSnapshot", "take"]
