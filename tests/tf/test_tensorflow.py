@@ -11,6 +11,8 @@ from fakenvml import n_gpus, three_gpus
 from harness import SHELL_PRELUDE, run_tf, tf_env, user_env
 from messages import problems
 
+from tfgpu_magic.render.shell_words import said_in_a_shell
+
 pytestmark = pytest.mark.tf
 
 
@@ -143,8 +145,8 @@ print(tfgpu_magic.snapshot().to_dict()["settings"])
 
 
 def test_cli_devices_json_has_the_documented_shape():
-    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json"], capture_output=True,
-                          text=True, env=tf_env(), timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json", "--tensorflow"],
+                          capture_output=True, text=True, env=tf_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) == {"schema", "taken_at", "pid", "tfgpu_version", "tensorflow", "settings", "nvml", "gpus",
@@ -162,15 +164,15 @@ def test_a_cpu_only_tensorflow_beside_gpus_says_why_in_every_view(fake_nvml):
     status and devices views (text and HTML) and the panel's kernel section say the same sentence and the fix."""
     fake_nvml.write(three_gpus())
     env = {**tf_env(), **fake_nvml.env}
-    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--json", "--tensorflow"],
+                          capture_output=True, text=True, env=env, timeout=120)
     why = json.loads(proc.stdout)["tensorflow"]["no_gpu"]
     assert why.startswith("TensorFlow sees none of the 3 GPUs NVML lists: tensorflow-cpu ")
     assert why.endswith("is a CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu && pip install "
                         "'tensorflow[and-cuda]', then restart the kernel")
-    text = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices"], capture_output=True, text=True,
-                          env=env, timeout=120).stdout
-    assert why in " ".join(text.split()) and "not seen" in text
+    text = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--tensorflow"], capture_output=True,
+                          text=True, env=env, timeout=120).stdout
+    assert said_in_a_shell(why) in " ".join(text.split()) and "not seen" in text  # the command is no kernel
     out = run_tf(SHELL_PRELUDE + """
 import json
 import tfgpu_magic
