@@ -38,7 +38,8 @@ endif
 .PHONY: setup test test-fast lab course lint bench clean
 
 # One line per step, so an install of several minutes is never silent.
-SAY = @echo "make $(firstword $(GOALS)):"
+SAID = make $(firstword $(GOALS)):
+SAY = @echo "$(SAID)"
 # Not pip's root warning (CI and containers are root) nor its new-version notice: neither concerns the user here.
 PIP = PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 $(abspath $(BIN))/python -m pip
 
@@ -51,7 +52,7 @@ PYTHON_CHECK = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
 # folder, and pip installs one over the other without removing it.
 # Both present (pip installed one over the other) means neither is whole: both go, and the wanted one comes anew.
 REMOVE = if $(PIP) show -q $(1) 2>/dev/null; then \
-	echo "make $(firstword $(GOALS)): removing $(1), as $(2) goes in its place (both are the tensorflow package)"; \
+	echo "$(SAID) removing $(1), as $(2) goes in its place (both are the tensorflow package)"; \
 	$(PIP) uninstall -y -q $(1); if $(PIP) show -q $(2) 2>/dev/null; then $(PIP) uninstall -y -q $(2); fi; fi
 # `jupyter labextension develop` links the sidebar from the working tree; pip's uninstall of an earlier install
 # would reach through that link into the tree, so the link goes first.
@@ -62,33 +63,33 @@ PIP_INSTALL = $(UNLINK); SKIP_JUPYTER_BUILDER=1 $(PIP) install -e
 # Where each module is, not an import: importing TensorFlow here would print its start-up notices.
 CHECK = $(BIN)/python -c 'import importlib.util as u, importlib.metadata as m, sys; \
 	missing = [n for n in sys.argv[1:] if u.find_spec(n) is None]; \
-	tf = sorted({d.name for d in m.distributions() if d.name.lower().replace("_", "-") in ("tensorflow", "tensorflow-cpu")}); \
-	sys.exit(f"make: the install lacks {missing}") if missing else print("make: installed", *(f"{d} {m.version(d)}" for d in tf))'
+	tf = sorted({n for d in m.distributions() if (n := d.name.lower().replace("_", "-")) in ("tensorflow", "tensorflow-cpu")}); \
+	sys.exit(f"make: the install lacks {missing}") if missing else print("$(SAID) installed", *(f"{n} {m.version(n)}" for n in tf))'
 
 $(BIN)/python:
 	@$(PYTHON_CHECK)
 	$(SAY) "creating $(VENV) (a Python environment of its own)"
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install -q --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	@$(NODE_CHECK)
 	@$(call REMOVE,tensorflow,tensorflow-cpu)
 	$(SAY) "installing JupyterLab, TensorFlow (CPU) and the test tools (a few minutes)"
-	$(PIP_INSTALL) ".[test,lab,bench]" $(TF_CPU)
+	@$(PIP_INSTALL) ".[test,lab,bench]" $(TF_CPU)
 	@$(CHECK) tfgpu_magic tensorflow IPython nbclient jupyterlab jupyter_server
-	rm -f $(LAB_STAMP_CUDA)
-	touch $(LAB_STAMP_CPU) $@
+	@rm -f $(LAB_STAMP_CUDA)
+	@touch $(LAB_STAMP_CPU) $@
 
 $(LAB_STAMP_CPU) $(LAB_STAMP_CUDA): pyproject.toml | $(BIN)/python
 	@$(NODE_CHECK)
 	@$(call REMOVE,$(if $(CUDA),tensorflow-cpu,tensorflow),$(if $(CUDA),tensorflow,tensorflow-cpu))
 	$(SAY) "installing JupyterLab and TensorFlow$(if $(CUDA), with CUDA,) (a few minutes)"
-	$(PIP_INSTALL) ".[lab]" $(if $(CUDA),$(TF_CUDA),$(TF_CPU))
+	@$(PIP_INSTALL) ".[lab]" $(if $(CUDA),$(TF_CUDA),$(TF_CPU))
 	@$(CHECK) tfgpu_magic tensorflow IPython jupyterlab jupyter_server
 	@# The other flavour's stamps no longer hold; the tests' neither, after a switch of flavour.
-	rm -f $(filter-out $@,$(LAB_STAMP_CPU) $(LAB_STAMP_CUDA)) $(if $(CUDA),$(STAMP))
-	touch $@
+	@rm -f $(filter-out $@,$(LAB_STAMP_CPU) $(LAB_STAMP_CUDA)) $(if $(CUDA),$(STAMP))
+	@touch $@
 
 # Built after every install (which leaves it out) and when a source changed since; JupyterLab then reads it from the
 # working tree (a link), so `make` after an edit is enough.
@@ -100,10 +101,10 @@ QUIET = >$(VENV)/last-step.log 2>&1 || { cat $(VENV)/last-step.log; exit 1; }
 $(LABEXT): $(LABEXT_SOURCES) $(INSTALL)
 	@$(NODE_CHECK)
 	$(SAY) "building the sidebar (about a minute)"
-	$(JLPM) install $(QUIET)
-	$(JLPM) build $(QUIET)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite . $(QUIET)
-	touch $(LABEXT)
+	@$(JLPM) install $(QUIET)
+	@$(JLPM) build $(QUIET)
+	@PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyter labextension develop --overwrite . $(QUIET)
+	@touch $(LABEXT)
 
 # JupyterHub's proxy for tests/hub (a real Hub on loopback): from npm, into the venv, so `make clean` removes it.
 CHP_VERSION := 5.3.0
@@ -139,12 +140,12 @@ COURSE := course
 
 course:
 	$(SAY) "copying the course into $(COURSE)/"
-	$(PYTHON) notebooks/prepare_course.py "$(COURSE)"
+	@$(PYTHON) notebooks/prepare_course.py "$(COURSE)"
 
 # The server's root is the working copy; the URL it prints (and the browser it opens) lands on the start page.
 lab: $(LAB_STAMP) $(LABEXT) course
 	$(SAY) "starting JupyterLab on $(COURSE)/00_start.ipynb (Ctrl-C twice stops it)"
-	env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir="$(COURSE)" \
+	@env -u PYTHONUNBUFFERED $(BIN)/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir="$(COURSE)" \
 		--LabApp.default_url=/lab/tree/00_start.ipynb $(LAB_ARGS)
 
 lint: $(STAMP)
