@@ -42,8 +42,8 @@ def ours(ip, code: str) -> list[str]:
 def test_a_gpu_in_mig_mode_is_refused_with_its_mig_devices_to_choose(ip, line):
     message = refusal(ip, line)
     first, *choices = message.splitlines()
-    assert first == ("tfgpu: GPU 0 is in MIG mode: a process gets one of its MIG devices, not the whole GPU; "
-                     "choose one:"), message
+    assert first == "tfgpu: GPU 0 is in MIG mode, where a process gets one MIG device, not the GPU; choose one:", \
+        message
     assert choices == [
         f"  %tfgpu visible {MIG_UUIDS[0]}  3g.20gb, 18,944 of 19,968 MiB free",
         f"  %tfgpu visible {MIG_UUIDS[1]}  2g.10gb, 9,728 of 9,728 MiB free",
@@ -61,7 +61,7 @@ def test_a_line_of_the_refusal_is_what_chooses_that_device(ip):
 
 def test_a_list_with_a_gpu_in_mig_mode_says_to_give_a_mig_device_alone(ip):
     message = refusal(ip, "visible 1,0")
-    assert message.splitlines()[0].endswith("not the whole GPU; choose one alone:"), message
+    assert message.splitlines()[0].endswith("not the GPU; choose one alone:"), message
     assert problems(message) == []
 
 

@@ -320,8 +320,8 @@ def _refuse_mig_mode(spec: VisibleSpec, snap, given) -> None:
         if not migs:
             why = "no MIG device" if not gpu.mig_devices else "no MIG device given to this kernel"
             raise PlanError(f"GPU {index} is in MIG mode with {why}, so CUDA finds nothing there; choose another GPU")
-        raise MigChoiceError(f"GPU {index} is in MIG mode: a process gets one of its MIG devices, not the whole GPU; "
-                             f"choose one{alone}:", [f"  {_choice_line(m)}" for m in migs])
+        raise MigChoiceError(f"GPU {index} is in MIG mode, where a process gets one MIG device, not the GPU; choose "
+                             f"one{alone}:", [f"  {_choice_line(m)}" for m in migs])
 
 
 def _choice_line(mig) -> str:
