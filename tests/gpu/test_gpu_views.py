@@ -20,9 +20,15 @@ def out(line):
 """
 
 
-def cli(fake, *args):
-    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", *args], capture_output=True, text=True,
-                          env={**fake.env, "TF_CPP_MIN_LOG_LEVEL": "2"}, timeout=120)
+# The command line as on a GPU machine, whose TensorFlow is a GPU build: this venv's tensorflow-cpu would make it
+# name no GPU (it knows the build without importing it).
+GPU_BUILD_CLI = ("import sys, tfgpu_magic.core.no_gpu as no_gpu; no_gpu.installed_cpu_only = lambda: False; "
+                 "from tfgpu_magic.cli import main; sys.exit(main())")
+
+
+def cli(fake, *args, **env):
+    proc = subprocess.run([sys.executable, "-c", GPU_BUILD_CLI, *args], capture_output=True, text=True,
+                          env={**fake.env, "TF_CPP_MIN_LOG_LEVEL": "2", **env}, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     return proc
@@ -153,10 +159,8 @@ def test_mixed_models_without_pci_order_are_flagged(fake_nvml):
     data = json.loads(cli(fake_nvml, "status", "--json").stdout)
     assert data["numbering"]["cuda_order"] == [0, 1, 2]
     assert "FASTEST_FIRST" in data["numbering"]["note"]
-    env = {**fake_nvml.env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,0"}
-    proc = subprocess.run([sys.executable, "-m", "tfgpu_magic", "status", "--json"], capture_output=True, text=True,
-                          env=env, timeout=60)
-    data = json.loads(proc.stdout)
+    data = json.loads(cli(fake_nvml, "status", "--json", CUDA_DEVICE_ORDER="PCI_BUS_ID",
+                          CUDA_VISIBLE_DEVICES="2,0").stdout)
     assert data["numbering"]["note"] == "" and data["numbering"]["cuda_order"] == [2, 0]
     assert {g["index"]: g["tf_name"] for g in data["gpus"]} == {0: "GPU:1", 1: None, 2: "GPU:0"}
 
