@@ -92,6 +92,38 @@ def test_a_kernel_given_the_gpu_by_index_is_offered_its_mig_devices(ip):
     assert len(message.splitlines()) == 4, message  # a GPU given by index gives its MIG devices with it
 
 
+def test_a_missing_gpu_is_said_before_a_gpu_in_mig_mode(ip):
+    assert refusal(ip, "visible 0,7").startswith("tfgpu: GPU 7 does not exist")
+
+
+@pytest.mark.parametrize(("asked", "first", "offered"), [
+    ("MIG-0000", "tfgpu: MIG-0000 matches no MIG device NVML lists; choose one:", MIG_UUIDS),
+    ("MIG-5e8b", "tfgpu: MIG-5e8b starts several MIG devices' UUIDs; choose one:", (MIG_UUIDS[0], MIG_UUIDS[2])),
+])
+def test_a_mig_name_that_is_no_one_device_offers_those_to_choose(ip, asked, first, offered):
+    message = refusal(ip, f"visible {asked}")
+    assert message.splitlines()[0] == first, message
+    assert [line.split()[2] for line in message.splitlines()[1:]] == list(offered), message
+    assert problems(message) == []
+
+
+def test_a_mig_name_on_a_machine_without_mig_is_one_line(ip, monkeypatch):
+    monkeypatch.setattr(ip.tfgpu.controller, "_nvml_snapshot", gpu_fakes.three_gpus)
+    message = refusal(ip, "visible MIG-5e8b")
+    assert message == "tfgpu: MIG-5e8b names no MIG device: no GPU here is in MIG mode; choose GPUs by their index"
+
+
+def test_a_mig_name_without_nvml_says_why_in_its_first_line(ip, monkeypatch):
+    from tfgpu_magic.core.nvml import NvmlSnapshot, Unavailable
+
+    gone = NvmlSnapshot(available=False, error=Unavailable("library_not_found", "no NVIDIA driver"))
+    monkeypatch.setattr(ip.tfgpu.controller, "_nvml_snapshot", lambda: gone)
+    message = refusal(ip, "visible MIG-5e8b")
+    assert message.startswith("tfgpu: `%tfgpu visible MIG-5e8b` needs NVML to find a MIG device, and it is "
+                              "unavailable: "), message
+    assert problems(message) == [] and "\n" not in message, message
+
+
 # -- Tab ------------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("code", "expected"), [
     ("%tfgpu visible ", ["all", "none", "auto", "auto:", *MIG_UUIDS, "1", "--min-free", "--wait"]),

@@ -286,8 +286,9 @@ def test_mig_devices_are_listed_chosen_by_uuid_and_auto_never_takes_their_parent
         _, reply = kernel.run("%tfgpu visible MIG-5e8b0c1a,MIG-9d2c4e6f")
         assert reply["status"] == "error" and "uses one MIG device" in reply["evalue"], reply
         _, reply = kernel.run("%tfgpu visible MIG-0000")
-        assert reply["status"] == "error" and "matches no MIG device NVML lists (MIG devices: MIG-5e8b0c1a" \
-            in reply["evalue"], reply
+        assert reply["status"] == "error" and reply["evalue"].splitlines()[:2] == [
+            "tfgpu: MIG-0000 matches no MIG device NVML lists; choose one:",
+            "  %tfgpu visible MIG-5e8b0c1a-2f3d-5a6b-9c7d-0e1f2a3b4c5d  3g.20gb, 18,944 of 19,968 MiB free"], reply
     finally:
         kernel.close()
 

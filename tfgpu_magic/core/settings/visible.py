@@ -84,7 +84,7 @@ class Visible(Setting):
                 option = "--min-free" if min_free is not None else "--wait"
                 raise PlanError(f"{option} goes with auto, auto:N or GPU indices, not {shown(spec)}")
             if wait is not None and parsed.auto is None and min_free is None:
-                raise PlanError(f"--wait with GPU indices needs --min-free SIZE (what to wait for), like "
+                raise PlanError(f"--wait with GPU indices needs --min-free SIZE (what to wait for): "
                                 f"`%tfgpu visible {spec} --min-free 10GB --wait 10m`")
             floor = None if min_free is None else parse_size(min_free, allow_percent=False, what="--min-free size")
             parsed = VisibleSpec(indices=parsed.indices, auto=parsed.auto, min_free_mib=floor,
@@ -122,8 +122,8 @@ class Visible(Setting):
         spec = self.value(plan)
         if spec is not None and not spec.every:
             if physical not in spec.indices:
-                raise PlanError(f"cannot export a setting for GPU {physical}: `visible {spec}` hides it from "
-                                "TensorFlow; turn that setting off or make the GPU visible")
+                raise PlanError(f"cannot export a setting for GPU {physical}: `visible {spec}` hides it; turn that "
+                                "setting off or make the GPU visible")
             return spec.indices.index(physical)
         return physical
 
@@ -136,7 +136,7 @@ class Visible(Setting):
             if hidden:
                 what, gpu_ = hidden[0]
                 raise PlanError(f"visible {value} would hide GPU {gpu_}, which has a {what} setting; run "
-                                f"`%tfgpu {what} off --gpu {gpu_}` first, or keep GPU {gpu_} visible")
+                                f"`%tfgpu {what} off --gpu {gpu_}` first")
         return super().planned(plan, value, gpu)
 
     # -- against the machine ---------------------------------------------------------------------------------
@@ -179,16 +179,19 @@ class Visible(Setting):
         """A MIG UUID or unique prefix -> the MIG device's full UUID, checked against NVML and the given set."""
         asked = spec.mig[0]
         if snap is None or not snap.available or snap.error is not None:
-            raise PlanError(f"`{change.command}` needs NVML to find MIG device {asked}, and it is unavailable "
-                            f"({nvml_why(snap.error if snap else None)})")
+            why = nvml_why(snap.error if snap else None)
+            raise PlanError(f"`{change.command}` needs NVML to find a MIG device, and it is unavailable: {why}")
         found = snap.mig_device(asked)
         if found is None:
-            listed = ", ".join(f"{m.uuid} ({m.profile} on GPU {g.index})" for g, m in snap.mig_devices()) or "none"
-            several = sum(isinstance(m.uuid, str) and m.uuid.lower().startswith(asked.lower())
-                          for _, m in snap.mig_devices()) > 1
-            what = "is a prefix of several MIG devices" if several else "matches no MIG device NVML lists"
-            raise PlanError(f"`{change.command}` refused: {asked} {what} (MIG devices: {printable(listed)}); give "
-                            "more of its UUID, as `%tfgpu devices` shows it")
+            migs = [m for _, m in snap.mig_devices() if isinstance(m.uuid, str)]
+            if not migs:
+                raise PlanError(f"{printable(asked)} names no MIG device: no GPU here is in MIG mode; choose GPUs by "
+                                "their index")
+            starting = [m for m in migs if m.uuid.lower().startswith(asked.lower())]
+            what = "starts several MIG devices' UUIDs" if len(starting) > 1 else "matches no MIG device NVML lists"
+            raise MigChoiceError(f"{printable(asked)} {what}; choose one:",
+                                 [f"  {_choice_line(m)}" for m in starting if len(starting) > 1] or
+                                 [f"  {_choice_line(m)}" for m in migs])
         parent, mig = found
         if not given.allows_mig(mig.uuid, parent.index):
             raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
@@ -225,11 +228,8 @@ class Visible(Setting):
         moved = VARIABLE in env and env[VARIABLE] != read.get(VARIABLE)
         if outcome.status is Status.NO_GPU and moved and state >= TFState.ENUMERATED:
             command = change.command or f"%tfgpu visible {value}"
-            had = read.get(VARIABLE)
-            shown_var = f"{VARIABLE}={had}" if had is not None else f"{VARIABLE} unset (every GPU)"
-            raise RefusedError(f"`{command}` is too late: TensorFlow has listed its devices, and {shown_var} was read "
-                               f"then, once; restart the kernel and run `{command}` before TensorFlow lists its "
-                               "devices")
+            raise RefusedError(f"`{command}` is too late: TensorFlow has listed its devices; restart the kernel and "
+                               "run it first")
         if env and state < TFState.ENUMERATED:
             return replace(outcome, status=Status.APPLIED if changed else Status.UNCHANGED,
                            detail=f"{self._said(env)}; CUDA reads it when TensorFlow first lists its devices")
@@ -311,9 +311,11 @@ def _refuse_mig_mode(spec: VisibleSpec, snap, given) -> None:
     or one not given to this kernel, is left to the checks that say so."""
     if not spec.indices or snap is None or not snap.available or snap.error is not None:
         return
+    if any(snap.gpu(index) is None for index in spec.indices):
+        return  # a GPU that does not exist is the first thing to say
     for index in spec.indices:
         gpu = snap.gpu(index)
-        if gpu is None or gpu.mig_mode is not True or not given.allows(index):
+        if gpu.mig_mode is not True or not given.allows(index):
             continue
         migs = [m for m in gpu.mig_devices if isinstance(m.uuid, str) and given.allows_mig(m.uuid, index)]
         alone = " alone" if len(spec.indices) > 1 else ""
