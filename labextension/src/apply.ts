@@ -586,7 +586,8 @@ function restartBody(plan: RestartPlan, trans: TranslationBundle): HTMLElement {
       item.appendChild(el('code', 'tfgpu-restart-value', line.text));
       if (line.reason) {
         item.classList.add('tfgpu-restart-unchecked');
-        item.appendChild(el('span', 'tfgpu-restart-reason', trans.__('not checked: %1', line.reason)));
+        // The kernel's words say it ("GPU 9 not checked: ..."); the mark is the colour and the class.
+        item.appendChild(el('span', 'tfgpu-restart-reason', line.reason));
       }
       list.appendChild(item);
     }

@@ -211,3 +211,42 @@ def test_a_waiting_for_import_verdict_follows_the_import(lab, tmp_path):
         expect(status).not_to_contain_text("waiting for import", timeout=120_000)
         expect(status).to_contain_text("cpus 2 → applied")
         shoot(page, page.locator(f"{SIDEBAR} .tfgpu-saved"), tmp_path, "verdict-after-import")
+
+
+def test_a_value_nvml_cannot_check_is_saved_marked(tmp_path):
+    """No NVML library at all (a laptop): `visible 9` cannot be checked, and a start takes it as given. The dialog
+    saves it, marked with the kernel's reason, rather than as if it had been checked."""
+    from playwright.sync_api import expect
+
+    require_browser()
+    with Lab() as bare:
+        write_notebook(bare.root / "laptop.ipynb", source="%load_ext tfgpu_magic")
+        with watched_page(bare, width=1280, height=800) as page:
+            open_notebook(page, "laptop.ipynb")
+            run_cell(page, 0, "%load_ext tfgpu_magic")
+            section = open_sidebar(page).locator(".tfgpu-saved")
+            visible = section.locator('input.tfgpu-input[data-setting="visible"]')
+            expect(visible).to_be_enabled(timeout=60_000)
+            visible.fill("9")
+            section.locator('input.tfgpu-input[data-setting="cpus"]').fill("2")
+            dialog = page.locator(".jp-Dialog")
+
+            def ask():
+                section.locator(".tfgpu-restart-apply").click()
+                expect(dialog.locator(".tfgpu-restart-dialog")).to_be_visible(timeout=30_000)
+
+            def cancel():
+                dialog.get_by_role("button", name="Cancel").click()
+                expect(dialog).to_have_count(0)
+
+            ask()
+            marked = dialog.locator(".tfgpu-restart-kept .tfgpu-restart-unchecked")
+            expect(marked).to_have_count(1)
+            expect(marked.locator(".tfgpu-restart-value")).to_have_text("visible 9")
+            expect(marked.locator(".tfgpu-restart-reason")).to_contain_text("GPU 9 not checked")
+            expect(dialog.locator(".tfgpu-restart-kept .tfgpu-restart-value")).to_have_text(["visible 9", "cpus 2"])
+            expect(dialog.locator(".tfgpu-restart-left")).to_have_count(0)
+            expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
+            cancel()
+            shoot(page, dialog.locator(".jp-Dialog-content"), tmp_path, "restart-dialog-unchecked",
+                  prepare=ask, after=cancel)
