@@ -230,8 +230,10 @@ export class SavedSection {
   private _forgetStale(): void {
     const link = this._link && this._link.panel === this._panel ? this._link : null;
     const pid = link?.sections?.kernel?.pid;
-    const kernel = link && typeof pid === 'number' ? `${link.kernelId} ${pid}` : null;
-    if (kernel === null || kernel === this._checkedKernel) {
+    // Restarting or dead: whatever comes next, the kernel that gave the verdict is gone.
+    const gone = link?.status === 'restarting' || link?.status === 'dead';
+    const kernel = link && !gone && typeof pid === 'number' ? `${link.kernelId} ${pid}` : null;
+    if ((kernel === null && !gone) || kernel === this._checkedKernel) {
       return;
     }
     const before = this._checkedKernel;

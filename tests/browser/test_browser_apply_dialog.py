@@ -22,6 +22,7 @@ from labsession import (
     open_notebook,
     open_sidebar,
     require_browser,
+    restart_kernel,
     run_cell,
     set_theme,
     watched_page,
@@ -147,6 +148,11 @@ def test_check_and_save_shows_every_refusal_under_its_field(lab, tmp_path):
         expect(section.locator('.tfgpu-field[data-setting="growth"] .tfgpu-field-error')).to_be_hidden()
         shoot(page, section, tmp_path, "check-and-save-every-refusal")
         assert "tfgpu" not in metadata_of(lab, "editor.ipynb")
+        # The verdict was this kernel's: once it restarts, the errors and the line go with it (the values stay).
+        restart_kernel(page)
+        expect(errors).to_have_count(0, timeout=60_000)
+        expect(section.locator(".tfgpu-editor-message")).to_have_count(0)
+        expect(inputs["cpus"]).to_have_value("0")
 
 
 def test_names_and_status_tables_fit_beside_the_sidebar_at_1280x800(lab, tmp_path):
