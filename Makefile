@@ -13,7 +13,10 @@ LAB_ARGS ?=
 VENV := $(if $(TF),.venv-tf$(TF),.venv)
 BIN := $(VENV)/bin
 TF_VERSION := $(if $(TF),==$(TF),>=2.13)
-TF_CPU := "tensorflow-cpu$(TF_VERSION)"
+# tensorflow-cpu has wheels for x86-64 Linux (and Windows) only; elsewhere (a Mac, ARM Linux) `tensorflow` is the
+# CPU build.
+CPU_DIST := $(if $(and $(filter Linux,$(shell uname -s)),$(filter x86_64,$(shell uname -m))),tensorflow-cpu,tensorflow)
+TF_CPU := "$(CPU_DIST)$(TF_VERSION)"
 TF_CUDA := "tensorflow[and-cuda]$(TF_VERSION)"
 
 # What is installed, one stamp each. The tests' install holds the CPU course's, never the other way round, so
@@ -51,6 +54,7 @@ PYTHON_CHECK = $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
 # A TensorFlow flavour goes before the other comes: tensorflow and tensorflow-cpu both own the `tensorflow` package
 # folder, and pip installs one over the other without removing it.
 # Both present (pip installed one over the other) means neither is whole: both go, and the wanted one comes anew.
+OTHER_THAN_CPU := $(if $(filter tensorflow-cpu,$(CPU_DIST)),tensorflow,tensorflow-cpu)
 REMOVE = if $(PIP) show -q $(1) 2>/dev/null; then \
 	echo "$(SAID) removing $(1), as $(2) goes in its place (both are the tensorflow package)"; \
 	$(PIP) uninstall -y -q $(1); if $(PIP) show -q $(2) 2>/dev/null; then $(PIP) uninstall -y -q $(2); fi; fi
@@ -74,7 +78,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	@$(NODE_CHECK)
-	@$(call REMOVE,tensorflow,tensorflow-cpu)
+	@$(call REMOVE,$(OTHER_THAN_CPU),$(CPU_DIST))
 	$(SAY) "installing JupyterLab, TensorFlow (CPU) and the test tools (a few minutes)"
 	@$(PIP_INSTALL) ".[test,lab,bench]" $(TF_CPU)
 	@$(CHECK) tfgpu_magic tensorflow IPython nbclient jupyterlab jupyter_server
@@ -83,7 +87,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 $(LAB_STAMP_CPU) $(LAB_STAMP_CUDA): pyproject.toml | $(BIN)/python
 	@$(NODE_CHECK)
-	@$(call REMOVE,$(if $(CUDA),tensorflow-cpu,tensorflow),$(if $(CUDA),tensorflow,tensorflow-cpu))
+	@$(call REMOVE,$(if $(CUDA),tensorflow-cpu,$(OTHER_THAN_CPU)),$(if $(CUDA),tensorflow,$(CPU_DIST)))
 	$(SAY) "installing JupyterLab and TensorFlow$(if $(CUDA), with CUDA,) (a few minutes)"
 	@$(PIP_INSTALL) ".[lab]" $(if $(CUDA),$(TF_CUDA),$(TF_CPU))
 	@$(CHECK) tfgpu_magic tensorflow IPython jupyterlab jupyter_server
