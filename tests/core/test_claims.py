@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from gpu_fakes import gpu
+from message_sweep import one_answer
 
 from tfgpu_magic.core.changes import parse_change
 from tfgpu_magic.core.control import Controller
@@ -63,7 +64,7 @@ def held_lock(path: Path, record: dict | bytes, owner: int | None = None) -> int
 
 
 def one_line(text: str) -> None:
-    assert "\n" not in text and "\x1b" not in text and "\x07" not in text, repr(text)
+    assert one_answer(text) and "\x1b" not in text and "\x07" not in text, repr(text)
 
 
 def test_another_users_claims_folder_turns_claims_off_and_auto_still_chooses(tmp_path, monkeypatch):

@@ -399,11 +399,12 @@ def test_show_leaves_out_tensorflows_internal_records_and_folds_each_op_into_one
     table = RecordTable(tuple(ops), len(ops), len(records), 0, 10000, left_out, tuple(merged))
     assert table.HEADER == ("cell", "device", "op type", "op", "channels", "lines", "asked")
     assert table.table_rows()[0] == (3, "CPU:0", "MatMul (oneDNN: _MklMatMul)", "MatMul", "eager+placer", 3, "")
-    assert table.heading() == ("tfgpu placement ops: 3 matching, 7 records kept, 0 dropped by the ring buffer (size "
-                               "10000); 2 of TensorFlow's internal records left out (`%tfgpu placement show --all` "
-                               "lists every record)")
+    assert table.heading() == "tfgpu placement ops: 3 matching, 7 records kept, 0 dropped by the ring buffer (size 10000)"
+    assert table.footnote() == ("2 of TensorFlow's internal records left out: `%tfgpu placement show --all` lists every "
+                                "record")
+    assert table.to_text().splitlines()[1] == f"  {table.footnote()}"
     every = RecordTable(tuple(records), 7, 7, 0, 10000)
-    assert len(every.table_rows()) == 7 and "left out" not in every.heading() and every.HEADER[4] == "channel"
+    assert len(every.table_rows()) == 7 and every.footnote() == "" and every.HEADER[4] == "channel"
 
 
 @pytest.mark.parametrize(

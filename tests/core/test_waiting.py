@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 from fakeclock import Clock
+from message_sweep import one_answer
 
 from tfgpu_magic.core.plan import PlanError
 from tfgpu_magic.core.waiting import Claims, holder_name, parse_duration, wait_until
@@ -117,7 +118,7 @@ def test_a_min_free_no_gpu_could_ever_meet_is_refused_by_check_and_at_once(tmp_p
     ctl = _three_gpu_controller(tmp_path)
     errors = saved.check({"settings": {"visible": line.removeprefix("visible ")}}, ctl)
     assert set(errors) == {"visible"} and said in errors["visible"] and "lower --min-free" in errors["visible"], errors
-    assert errors["visible"].startswith("tfgpu: `%tfgpu visible ") and "\n" not in errors["visible"]
+    assert errors["visible"].startswith("tfgpu: `%tfgpu visible ") and one_answer(errors["visible"])
     started = time.monotonic()
     with pytest.raises(PlanError) as err:
         ctl.change(parse_change(line))

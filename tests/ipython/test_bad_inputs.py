@@ -1,11 +1,14 @@
-"""Every user mistake is one UsageError line that starts with `tfgpu:`, names the bad value and the
-valid choices, and changes nothing: no plan change, no environment variable, no TensorFlow import."""
+"""Every user mistake is one UsageError that starts with `tfgpu:`, names the bad value and the valid choices, and
+changes nothing: no plan change, no environment variable, no TensorFlow import. Its first line keeps within 120
+characters and names the bad value; a second line may hold what does not fit (issue 37)."""
 
 import os
 import sys
 
 import pytest
 from IPython.core.error import UsageError
+from message_sweep import one_answer
+from messages import problems
 
 CASES = [
     # (setup lines, bad line, text the message must contain)
@@ -76,8 +79,8 @@ def test_bad_input_is_one_usage_error_line_and_changes_nothing(shell, setup, lin
         shell.run_line_magic("tfgpu", line)
     message = str(err.value)
     assert message.startswith("tfgpu:"), message
-    assert "\n" not in message, message
-    assert named in message, message
+    assert problems(message) == [], message
+    assert message.count("\n") <= 1 and named in message, message
     assert _state(shell) == before
 
 
@@ -102,7 +105,7 @@ def test_percent_without_nvml_is_refused_with_the_reason(shell):
 
     shell.tfgpu.controller._nvml_snapshot = gpu_fakes.no_nvml
     before = _state(shell)
-    with pytest.raises(UsageError, match=r"^tfgpu: .*NVML library not found.*absolute size"):
+    with pytest.raises(UsageError, match=r"^tfgpu: .*size like 4GB\n  NVML cannot tell it: NVML library not found"):
         shell.run_line_magic("tfgpu", "limit 40%")
     assert _state(shell) == before
 
@@ -117,7 +120,7 @@ def test_arguments_are_taken_as_written_never_expanded(shell, line):
     result = shell.run_cell(f"%tfgpu {line}")
     assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
     message = str(result.error_in_exec)
-    assert message.startswith("tfgpu:") and "\n" not in message, message
+    assert message.startswith("tfgpu:") and one_answer(message), message
     assert line.split(" ", 1)[1][:5] in message, message  # the value as written is the one refused
     assert _state(shell) == before and not calls
 
@@ -139,5 +142,5 @@ def test_an_odd_cuda_visible_devices_at_start_is_read_as_cuda_reads_it(shell, ca
         shell.run_line_magic("tfgpu", f"visible {outside}")
     message = str(err.value)
     assert message.startswith(f"tfgpu: `%tfgpu visible {outside}` refused: GPU {outside} was not given"), message
-    assert f"CUDA stops reading it at {ended_by}" in message and "\n" not in message, message
+    assert f"CUDA stops reading it at {ended_by}" in message and one_answer(message), message
     assert _state(shell) == before

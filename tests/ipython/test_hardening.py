@@ -9,6 +9,7 @@ from dataclasses import replace
 import gpu_fakes
 import pytest
 from IPython.core.error import UsageError
+from message_sweep import one_answer
 
 from tfgpu_magic import api, warn
 from tfgpu_magic.core import export
@@ -34,7 +35,7 @@ def _refused(ip, line):
     with pytest.raises(UsageError) as err:
         ip.run_line_magic("tfgpu", line)
     message = str(err.value)
-    assert message.startswith("tfgpu:") and "\n" not in message, message
+    assert message.startswith("tfgpu:") and one_answer(message), message
     assert len(message) < 400, f"{len(message)} characters: {message[:200]}..."
     assert _state(ip) == before
     return message
@@ -76,7 +77,7 @@ def test_python_api_raises_one_line_value_error_for_any_number(kwargs):
     with pytest.raises(ValueError) as err:
         api.configure(**kwargs)
     assert isinstance(err.value, PlanError)
-    assert str(err.value).startswith("tfgpu:") and "\n" not in str(err.value)
+    assert str(err.value).startswith("tfgpu:") and one_answer(str(err.value))
     assert len(str(err.value)) < 400
 
 
@@ -268,7 +269,7 @@ def test_a_huge_argument_is_shortened_in_the_message(shell, line):
     with pytest.raises(UsageError) as err:
         shell.tfgpu.tfgpu(line)
     message = str(err.value)
-    assert message.startswith("tfgpu:") and "\n" not in message and len(message) < 400, message[:300]
+    assert message.startswith("tfgpu:") and one_answer(message) and len(message) < 400, message[:300]
     assert "characters)" in message
     assert _state(shell) == before
 

@@ -26,7 +26,7 @@ from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
 from .plan import Plan, PlanError
 from .runtime import Adapter, Outcome, Probe, Status, TFState, add_import_hook, probe, remove_import_hook
-from .settings.base import Change, RefusedError, joined, no_such_gpu
+from .settings.base import Change, RefusedError, joined, no_such_gpu, too_late
 from .settings.base import nvml_why as why
 from .waiting import Claims
 from .warn import warn
@@ -249,10 +249,7 @@ class Controller:
     def _error(self, change: Change, outcome: Outcome) -> PlanError:
         command = change.command or f"%tfgpu {change.setting} ..."
         if outcome.status is Status.REFUSED:
-            return RefusedError(
-                f"`{command}` is too late: TensorFlow's runtime is already initialized and {change.setting} "
-                f"can no longer change (it would need {outcome.calls[0]}); restart the kernel and run "
-                f"`{command}` before the first TensorFlow operation")
+            return too_late(command, "TensorFlow's runtime has started")
         if outcome.status is Status.NO_DEVICE:
             return PlanError(f"{outcome.detail}; pick a GPU TensorFlow can see (`%tfgpu devices` lists them)")
         return PlanError(f"TensorFlow refused `{command}`: {outcome.detail}")

@@ -10,6 +10,7 @@ their MIG devices; ``shutdown()`` forgets what each of them cached.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import warnings
 from typing import Any
@@ -47,14 +48,16 @@ from .nvml_values import (
 # The names every caller imports from here, wherever they are defined.
 __all__ = [
     "PROCESS_TYPES", "REASONS", "BoolOrNA", "FloatOrNA", "Gpu", "GpuProcess", "IntOrNA", "MigDevice", "NvmlSnapshot",
-    "Unavailable", "combined_type", "load_binding", "mig_profile", "normalise_bus_id", "shutdown", "snapshot",
+    "Unavailable", "combined_type", "hint", "load_binding", "mig_profile", "normalise_bus_id", "shutdown", "snapshot",
     "to_jsonable", "unavailable_from_error",
 ]
 
+# Said in every answer on a machine without a GPU, so short (issue 37); in a container, the views add CONTAINER_HINT.
+LIBRARY_NOT_FOUND = "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver"
+CONTAINER_HINT = "in a container, start it with GPU access, e.g. `docker run --gpus all`"
 # What nvmlInit failing means for the person reading the panel, and what to do about it.
 _INIT_DETAIL = {
-    NVML_LIBRARY_NOT_FOUND: "NVML library (libnvidia-ml.so.1) not found: no NVIDIA driver on this machine "
-    "(in a container, start it with GPU access, e.g. `docker run --gpus all`)",
+    NVML_LIBRARY_NOT_FOUND: LIBRARY_NOT_FOUND,
     NVML_DRIVER_NOT_LOADED: "the NVIDIA kernel driver is not loaded (libnvidia-ml.so.1 is there but "
     "cannot reach the driver): check `nvidia-smi`, or load the driver / reboot",
     NVML_NO_PERMISSION: "no permission to open the NVIDIA devices (/dev/nvidia*): check that this user "
@@ -62,6 +65,21 @@ _INIT_DETAIL = {
     NVML_LIB_RM_VERSION_MISMATCH: "NVML library and kernel driver versions differ (driver upgraded "
     "without a reboot?): reboot or reload the nvidia kernel module",
 }
+
+
+def in_container() -> bool:
+    """Whether this process runs in a container (Docker's and Podman's marker files, the ``container`` variable
+    systemd-nspawn and Podman set, or a Kubernetes pod)."""
+    return (os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") or bool(os.environ.get("container"))  # noqa: SIM112 (their lowercase name)
+            or "KUBERNETES_SERVICE_HOST" in os.environ)
+
+
+def hint(error) -> str | None:
+    """What to do about NVML's ``error`` beyond its sentence, where it depends on where this runs: in a container
+    without the driver's library, how to start one with the GPUs. None otherwise."""
+    if getattr(error, "detail", None) == LIBRARY_NOT_FOUND and in_container():
+        return CONTAINER_HINT
+    return None
 
 
 def _init_failure(exc: BaseException) -> Unavailable:

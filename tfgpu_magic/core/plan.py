@@ -30,11 +30,16 @@ MAX_VIRTUAL = 64
 
 class PlanError(ValueError):
     """A user mistake. ``str()`` is one line that starts with ``tfgpu:``, names the bad value, the
-    valid choices and the fix."""
+    valid choices and the fix; ``more``, when given, is a second line (a reason too long for the first, which keeps
+    within 120 characters)."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, more: str = ""):
         message = " ".join(message.splitlines())  # one line, whatever a value held
-        super().__init__(message if message.startswith("tfgpu:") else f"tfgpu: {message}")
+        message = message if message.startswith("tfgpu:") else f"tfgpu: {message}"
+        super().__init__(message + (f"\n  {' '.join(more.splitlines())}" if more else ""))
+
+
+FIRST_LINE = 120  # an answer's first line at most (issue 37)
 
 
 @dataclass(frozen=True)
@@ -195,7 +200,10 @@ def parse_virtual(text: str) -> tuple[int | Percent, ...]:
         try:
             sizes = tuple(parse_size(p, what="virtual GPU size") for p in parts)
         except PlanError as err:
-            raise PlanError(f"{str(err)[7:]}; virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off") from None
+            why = str(err)[7:]
+            if ": expected " in why:  # not a size at all: the forms virtual takes, instead of a size's
+                why = f"{why.partition(': expected ')[0]}: virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off"
+            raise PlanError(why) from None
     if not has_percent(sizes) and sum(sizes) > MAX_SIZE_MIB:
         raise PlanError(f"bad virtual split {shown(text)}: {format_mib(sum(sizes))} in all is more than any GPU has")
     if has_percent(sizes) and sum(s.value for s in sizes if isinstance(s, Percent)) > 100:

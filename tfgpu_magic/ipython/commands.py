@@ -56,8 +56,7 @@ def dispatch(ext: Extension, line: str, cell: str | None = None):
     # A setting's name routes to the one setting handler: the registry (core/settings/) says which names are settings.
     handler = ROUTES.get(name) or (setting if name in registry.names() else None)
     if handler is None:
-        raise UsageError(f"tfgpu: unknown subcommand {shown(name)}; valid: {', '.join(syntax.SUBCOMMANDS)} "
-                         "(`%tfgpu help` explains each)")
+        raise UsageError(unknown_subcommand(name, "`%tfgpu help` explains each"))
     call = Call(ext, name, line, argv, cell)
     if isinstance(handler, dict):
         handler, call = _word(handler, call)
@@ -68,6 +67,15 @@ def dispatch(ext: Extension, line: str, cell: str | None = None):
         return handler(call)
     except PlanError as err:
         raise UsageError(str(err)) from None
+
+
+def unknown_subcommand(name: str, fix: str, prefix: str = "") -> str:
+    """The bad word, the nearest subcommand (a typo) and the fix in the first line; the twenty names on the next."""
+    import difflib
+
+    near = difflib.get_close_matches(name.lower(), syntax.SUBCOMMANDS, n=1)
+    meant = f" (did you mean {near[0]}?)" if near else ""
+    return f"tfgpu: {prefix}unknown subcommand {shown(name)}{meant}; {fix}\n  valid: {', '.join(syntax.SUBCOMMANDS)}"
 
 
 def _word(table: dict[str, Handler], call: Call) -> tuple[Handler, Call]:
@@ -190,8 +198,7 @@ def help_(call: Call) -> None:
         return
     name = call.args.subcommand.lower()
     if name not in syntax.SUBCOMMANDS:
-        raise UsageError(f"tfgpu: help: unknown subcommand {shown(call.args.subcommand)}; "
-                         f"valid: {', '.join(syntax.SUBCOMMANDS)}")
+        raise UsageError(unknown_subcommand(call.args.subcommand, "`%tfgpu help` lists them", "help: "))
     print(syntax.subcommand_help(name))
 
 

@@ -33,9 +33,18 @@ class Extension(Protocol):
     def close_panels(self) -> int: ...  # close every panel, stop the refresher; how many were open
 
 
+FIRST_LINE = 120  # an answer's first line at most (issue 37; core.plan.FIRST_LINE, not loaded by %load_ext)
+
+
 def outcome_line(command: str, outcome: Outcome) -> str:
-    detail = f" ({outcome.detail})" if outcome.detail else ""
-    return f"tfgpu: {command}: {outcome.status.value}{detail}"
+    """"tfgpu: %tfgpu growth on: applied (detail)"; a detail that would make it longer than FIRST_LINE goes on the
+    next line."""
+    line = f"tfgpu: {command}: {outcome.status.value}"
+    if not outcome.detail:
+        return line
+    if len(line) + len(outcome.detail) + 3 <= FIRST_LINE:
+        return f"{line} ({outcome.detail})"
+    return f"{line}\n  {outcome.detail}"
 
 
 def configure(ext: Extension, change: Change) -> Outcome:

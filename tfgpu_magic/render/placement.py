@@ -25,7 +25,8 @@ def summary_html(summary: CellSummary) -> str:
 
 def record_table_html(table: RecordTable) -> str:
     rows = table_html(table.HEADER, table.table_rows(), right=(0,)) if table.records else ""
-    return box("placement", title(table.heading()), rows)
+    note = table.footnote()
+    return box("placement", title(table.heading()), caution(note) if note else "", rows)
 
 
 def log_block_html(block: LogBlock) -> str:

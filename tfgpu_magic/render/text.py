@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import words
 from ..core.inputs import printable
 from ..core.nvml import Unavailable
+from ..core.nvml import hint as nvml_hint
 from ..core.nvml_values import placeable, unattributed
 from ..core.runtime import TFState
 
@@ -319,7 +320,8 @@ def mig_label(snap: Snapshot, mig) -> str:
 
 def gpu_lines(snap: Snapshot) -> list[str]:
     if not snap.nvml.available:
-        return fit(f"GPUs (NVML): unavailable: {why(snap.nvml.error)}")
+        more = nvml_hint(snap.nvml.error)
+        return fit(f"GPUs (NVML): unavailable: {why(snap.nvml.error)}") + (fit(more, first="  ") if more else [])
     head = f"GPUs (NVML, {nvml_versions(snap)}):"
     if not snap.nvml.gpus:
         if snap.nvml.error is not None:  # no list because the count failed: "none" would be untrue

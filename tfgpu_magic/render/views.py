@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core import words
 from ..core.nvml import Unavailable
+from ..core.nvml import hint as nvml_hint
 from ..core.nvml_values import unattributed
 from ..core.runtime import TFState
 from .text import (
@@ -238,7 +239,9 @@ def _type_mark(proc) -> str:
 def _gpus(snap: Snapshot) -> str:
     nvml = snap.nvml
     if not nvml.available:
-        return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {why(nvml.error)}"))
+        more = nvml_hint(nvml.error)
+        return title("GPUs (NVML)") + paragraph(sentence(f"unavailable: {why(nvml.error)}")) + (
+            paragraph(sentence(more)) if more else "")
     head = title(f"GPUs (NVML, {nvml_versions(snap)})")
     if not nvml.gpus:
         if nvml.error is not None:  # no list because the count failed: "none" would be untrue

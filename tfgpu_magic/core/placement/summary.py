@@ -220,11 +220,16 @@ class RecordTable:
         what = "ops" if self.merged is not None else "records"
         shown = f"showing the last {len(self.records)} of {self.matched}" if len(self.records) < self.matched \
             else f"{self.matched}"
-        hidden = (f"; {self.internal} of TensorFlow's internal record{'s' if self.internal != 1 else ''} left out"
-                  if self.internal else "")
-        folded = " (`%tfgpu placement show --all` lists every record)" if self.merged is not None else ""
         return (f"tfgpu placement {what}: {shown} matching, {self.total} records kept, "
-                f"{self.dropped} dropped by the ring buffer (size {self.maxlen}){hidden}{folded}")
+                f"{self.dropped} dropped by the ring buffer (size {self.maxlen})")
+
+    def footnote(self) -> str:
+        """What the listing leaves out and how to see it, under the heading (which stays within one short line)."""
+        if self.merged is None:
+            return ""
+        hidden = (f"{self.internal} of TensorFlow's internal record{'s' if self.internal != 1 else ''} left out: "
+                  if self.internal else "")
+        return f"{hidden}`%tfgpu placement show --all` lists every record"
 
     def table_rows(self) -> list[tuple]:
         if self.merged is None:
@@ -241,7 +246,9 @@ class RecordTable:
 
 
     def to_text(self) -> str:
-        return "\n".join([self.heading(), *(_table_text(self.HEADER, self.table_rows()) if self.records else [])])
+        note = self.footnote()
+        return "\n".join([self.heading(), *([f"  {note}"] if note else []),
+                          *(_table_text(self.HEADER, self.table_rows()) if self.records else [])])
 
     def __repr__(self) -> str:
         return self.to_text()

@@ -16,11 +16,17 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..inputs import printable, shown
-from ..plan import ALL, Plan, PlanError, parse_index, sorted_items
+from ..plan import ALL, FIRST_LINE, Plan, PlanError, parse_index, sorted_items
 
 
 class RefusedError(PlanError):
     """The runtime is initialized and the setting would change: nothing was changed."""
+
+
+def too_late(command: str, why: str, fix: str = "restart the kernel and run it first") -> RefusedError:
+    """The refusal of a setting TensorFlow has fixed, in one line where it fits (PlanError breaks a longer one):
+    "tfgpu: `%tfgpu cpus 3` is too late: TensorFlow's runtime has started; restart the kernel and run it first"."""
+    return RefusedError(f"`{command}` is too late: {why}; {fix}")
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class ArgParser(argparse.ArgumentParser):
         usage = " ".join(self.format_usage().split()).replace("usage: ", "")
         # argparse quotes the user's words whole; a 100 KB word is shortened like every other bad value.
         message = _LONG_WORD.sub(lambda m: shown(m.group(0)), " ".join(message.splitlines()))
+        message = message.replace("the following arguments are required:", "missing")
         raise PlanError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
 
 
@@ -59,7 +66,7 @@ class Once(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, self.dest) is not None:
-            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}); give it once")
+            parser.error(f"{option_string} given twice; give it once")
         setattr(namespace, self.dest, values)
 
 
@@ -267,8 +274,11 @@ def gpu_list(snap) -> str:
 
 def no_such_gpu(index: int, snap) -> PlanError:
     """The refusal of a physical index NVML does not list, whichever check met it."""
-    return PlanError(f"GPU {index} does not exist: this machine's GPUs are {gpu_list(snap)} (physical indices, as "
-                     "nvidia-smi numbers them)")
+    line = f"GPU {index} does not exist: this machine's GPUs are {{}} (physical indices, as nvidia-smi numbers them)"
+    if len(f"tfgpu: {line.format(gpu_list(snap))}") <= FIRST_LINE:
+        return PlanError(line.format(gpu_list(snap)))
+    # Their names on a line of their own: the first keeps within FIRST_LINE.
+    return PlanError(line.format(", ".join(str(g.index) for g in snap.gpus)), more=gpu_list(snap))
 
 
 def nvml_why(error) -> str:

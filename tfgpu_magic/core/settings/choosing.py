@@ -32,8 +32,8 @@ class Unit:
 
 def needs_nvml(what: str, error) -> PlanError:
     """The one refusal of a choice by free memory without NVML, whichever path (now, or waiting) met it."""
-    return PlanError(f"{what} needs NVML to see free memory, and it is unavailable ({nvml_why(error)}); name the GPUs "
-                     "instead, like `%tfgpu visible 0`")
+    return PlanError(f"{what} needs NVML to see free memory; name the GPUs instead, like `%tfgpu visible 0`",
+                     more=f"NVML is unavailable: {nvml_why(error)}")
 
 
 def candidates(snap, given, indices: tuple[int, ...], mig: bool) -> list[Unit]:
@@ -174,9 +174,10 @@ def check_reachable(command: str, spec: VisibleSpec, snap, given) -> None:
         return
     largest = max(gpus, key=lambda g: (g.memory_total_mib, -g.index))
     scope = "the GPUs named" if named else "this kernel's GPUs" if given.restricted else "this machine's GPUs"
-    raise PlanError(f"`{command}` can never be met: --min-free {format_mib(floor)} is more than "
-                    f"{'any' if want == 1 else want} of {scope} {'has' if want == 1 else 'have'} in all (the largest, "
-                    f"GPU {largest.index}, has {format_mib(largest.memory_total_mib)}); lower --min-free")
+    raise PlanError(f"`{command}` can never be met; lower --min-free", more=(
+        f"--min-free {format_mib(floor)} is more than {'any' if want == 1 else want} of {scope} "
+        f"{'has' if want == 1 else 'have'} in all (the largest, GPU {largest.index}, has "
+        f"{format_mib(largest.memory_total_mib)})"))
 
 
 def pick(spec: VisibleSpec, snap, given, taken, *, by_index: bool = False) -> tuple[list[Unit] | None, str, str]:
@@ -255,8 +256,9 @@ def choose_claiming(controller, change, check_given) -> tuple:
         result, line = attempt()
         if result is None:
             target, _, have = line.removeprefix("waiting for ").partition(": ")
-            raise PlanError(f"`{change.command}` needs {target}, and not enough qualify now ({have or 'no GPU'}); "
-                            "ask for fewer, lower --min-free, name GPUs, or wait with --wait 10m")
+            raise PlanError(f"`{change.command}`: too few GPUs qualify; ask fewer, lower --min-free, name GPUs or "
+                            "--wait 10m", more=f"it needs {target}, and not enough qualify now "
+                            f"({have or 'no GPU'})")
     else:
         result = wait_until(attempt, spec.wait_s, f"`{change.command}`", controller.on_progress)
     return replace(change, value=result), tuple(state.get("keys", ())), state.get("note", "")

@@ -22,6 +22,9 @@ def _ignored_note(environ) -> str:
     return f"{FORCE_VAR}={environ[FORCE_VAR]} is ignored by TensorFlow (only true or false count)"
 
 
+# Why growth and a memory split exclude each other (tensorflow#38367), under the refusal's first line.
+CANNOT_COMBINE = "TensorFlow cannot combine memory growth with a memory limit or virtual GPUs on one GPU"
+
 class Growth(Setting):
     name = "growth"
     value_name = "state"
@@ -41,15 +44,15 @@ class Growth(Setting):
         held = [words for other in splits for words in other.held(plan)]
         if value and held:
             offs = " / ".join(f"`%tfgpu {other.name} off`" for other in splits)
-            raise PlanError(f"growth on conflicts with the {held[0]}: TensorFlow cannot combine memory growth with a "
-                            f"memory limit or virtual GPUs on one GPU; run {offs} first")
+            raise PlanError(f"growth on conflicts with the {held[0]}: run {offs} first",
+                            more=CANNOT_COMBINE)
         return super().planned(plan, value, gpu)
 
     @staticmethod
     def conflict(what: str, gpu) -> PlanError:
         """The refusal of a memory split while growth is on (the memory settings ask it)."""
-        return PlanError(f"{what} on {gpu_key(gpu)} conflicts with growth on: TensorFlow cannot combine memory "
-                         "growth with a memory limit or virtual GPUs on one GPU; run `%tfgpu growth off` first")
+        return PlanError(f"{what} on {gpu_key(gpu)} conflicts with growth on: run `%tfgpu growth off` first",
+                         more=CANNOT_COMBINE)
 
     def check_environment(self, change, value, environ) -> None:
         """TF_FORCE_GPU_ALLOW_GROWTH=true|false overrides tf.config's memory growth when TensorFlow builds its GPU

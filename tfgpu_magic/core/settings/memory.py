@@ -65,8 +65,8 @@ class MemorySplit(Setting):
 
     def check_unlisted(self, change, value, why: str) -> None:
         if has_percent(value):
-            raise PlanError(f"`{change.command}` needs the GPU's total memory to turn a percentage into MiB, and NVML "
-                            f"cannot tell it ({why}); give an absolute size such as 4GB")
+            raise PlanError(f"`{change.command}` needs the GPU's total memory for a percentage; give a size like 4GB",
+                            more=f"NVML cannot tell it: {why}")
 
     def check(self, change, value, snap, plan: Plan) -> None:
         """Refuse sizes larger than the GPU they apply to (every visible GPU without --gpu)."""
@@ -124,7 +124,7 @@ class Limit(MemorySplit):
         return None if text.lower() == "off" else parse_size(text, what=self.name)
 
     def overlap_fix(self, other: Setting) -> str:
-        return "a limit is a virtual split into one device: use one or the other"
+        return "use one or the other (a limit is one virtual GPU)"
 
     def export_tf1(self, plan: Plan, totals_mib: dict) -> list[str]:
         splits = _splits(plan)
