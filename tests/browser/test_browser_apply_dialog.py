@@ -12,7 +12,7 @@ import copy
 import json
 
 import pytest
-from fakenvml import MIB, fake_env, three_gpus, write_config
+from fakenvml import MIB, fake_env, mig_gpu, n_gpus, three_gpus, write_config
 from labsession import (
     SIDEBAR,
     Lab,
@@ -156,48 +156,57 @@ def test_check_and_save_shows_every_refusal_under_its_field(lab, tmp_path):
 
 
 def test_names_and_status_tables_fit_beside_the_sidebar_at_1280x800(lab, tmp_path):
-    from playwright.sync_api import expect
-
     with watched_page(lab, width=1280, height=800) as page:
         open_notebook(page, LONG_NAME)
         pid = kernel_pid(lab, LONG_NAME)
-        config = three_gpus()
-        config = {**config, "gpus": copy.deepcopy(config["gpus"])}
-        config["gpus"][1]["processes"] = [{"pid": pid, "used": 2048 * MIB}]
-        write_config(lab.nvml_config, config)
-        run_cell(page, 0, "%load_ext tfgpu_magic\n%tfgpu status")
-        sidebar = open_sidebar(page)
-        row = sidebar.locator(".tfgpu-notebook", has_text="a notebook with")
-        expect(row).to_be_visible(timeout=30_000)
-        # Every name shows in full: wrapped, or (where a line keeps it on one row) in its tooltip.
-        clipped = page.evaluate(
-            """root => Array.from(document.querySelector(root).querySelectorAll('*'))
-                .filter(n => n.scrollWidth > n.clientWidth + 1 && !(n instanceof HTMLInputElement)
-                             && n.offsetParent !== null
-                             && !n.title.replace(/\\s+/g, ' ').includes(n.textContent.replace(/\\s+/g, ' ').trim()))
-                .map(n => n.className + ': ' + n.textContent.trim())""",
-            SIDEBAR,
-        )
-        assert clipped == [], clipped
-        # The status table fits its output beside the sidebar: nothing scrolls sideways.
-        output = page.locator(".jp-NotebookPanel .jp-OutputArea-output").first
-        expect(output.locator("table").first).to_be_visible()
-        widths = output.evaluate(
-            """n => Array.from(n.querySelectorAll('.tfgpu-view')).map(v => [v.scrollWidth, v.clientWidth])""")
-        assert widths and all(scroll <= client + 1 for scroll, client in widths), widths
+        # The issue's server: four GPUs, GPU 0 in MIG mode, this kernel and others on them, settings asked.
+        base = three_gpus()
+        fourth = {**n_gpus(4)["gpus"][3], "processes": [{"pid": 1, "used": 4096 * MIB}]}
+        gpus = [mig_gpu(pci_bus_id="00000000:05:00.0"), *copy.deepcopy(base["gpus"]), fourth]
+        gpus[2]["processes"] = [{"pid": pid, "used": 2048 * MIB}, {"pid": 3999911, "used": 12288 * MIB}]
+        write_config(lab.nvml_config, {**base, "gpus": gpus})
+        try:
+            run_cell(page, 0, "%load_ext tfgpu_magic\n%tfgpu visible 2\n%tfgpu growth on\n%tfgpu status")
+            check_layout(page, tmp_path)
+        finally:
+            write_config(lab.nvml_config, base)
 
-        def show():
-            expect(row).to_be_visible()
 
-        for theme in ("JupyterLab Light", "JupyterLab Dark"):
-            set_theme(page, theme)
-            show()
-            page.mouse.move(0, 0)
-            page.wait_for_timeout(400)
-            shot = tmp_path / f"layout-1280x800-{theme.split()[-1].lower()}.png"
-            page.screenshot(path=str(shot))
-            keep_screenshot(shot)
-        set_theme(page, "JupyterLab Light")
+def check_layout(page, tmp_path) -> None:
+    """The sidebar's names whole (wrapped, or in a tooltip) and the status output without a sideways scroll, then
+    the page's picture in both themes."""
+    from playwright.sync_api import expect
+
+    sidebar = open_sidebar(page)
+    row = sidebar.locator(".tfgpu-notebook", has_text="a notebook with")
+    expect(row).to_be_visible(timeout=30_000)
+    # Every name shows in full: wrapped, or (where a line keeps it on one row) in its tooltip.
+    clipped = page.evaluate(
+        """root => Array.from(document.querySelector(root).querySelectorAll('*'))
+            .filter(n => n.scrollWidth > n.clientWidth + 1 && !(n instanceof HTMLInputElement)
+                         && n.offsetParent !== null
+                         && !n.title.replace(/\\s+/g, ' ').includes(n.textContent.replace(/\\s+/g, ' ').trim()))
+            .map(n => n.className + ': ' + n.textContent.trim())""",
+        SIDEBAR,
+    )
+    assert clipped == [], clipped
+    # The status table fits its output beside the sidebar: nothing scrolls sideways.
+    output = page.locator(".jp-NotebookPanel .jp-Cell .jp-OutputArea").first
+    expect(output.locator("table").first).to_be_visible()
+    widths = output.evaluate(
+        """n => Array.from(n.querySelectorAll('.tfgpu-view')).map(v => [v.scrollWidth, v.clientWidth])""")
+    assert widths and all(scroll <= client + 1 for scroll, client in widths), widths
+
+    for theme in ("JupyterLab Light", "JupyterLab Dark"):
+        set_theme(page, theme)
+        row.scroll_into_view_if_needed()  # the long name, wrapped, in the picture beside the table
+        expect(row).to_be_visible()
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(400)
+        shot = tmp_path / f"layout-1280x800-{theme.split()[-1].lower()}.png"
+        page.screenshot(path=str(shot))
+        keep_screenshot(shot)
+    set_theme(page, "JupyterLab Light")
 
 
 @pytest.mark.tf
