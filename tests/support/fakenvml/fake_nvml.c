@@ -714,6 +714,73 @@ EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t dev, unsigned int *speed)
     return leave(NVML_ERROR_NOT_SUPPORTED);
 }
 
+/* nvitop's one-shot report asks these for every GPU; without them it prints a traceback per GPU, so it is timed
+ * (benchmarks/bench_cli.py) doing the work a real driver gives it: a real A100 answers compute mode 0 (Default). */
+EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t dev, unsigned int *mode) {
+    DEVICE("nvmlDeviceGetComputeMode", dev);
+    if (!mode) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *mode = 0;
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t dev, int error_type, int counter_type,
+                                                unsigned long long *count) {
+    DEVICE("nvmlDeviceGetTotalEccErrors", dev);
+    (void)error_type;
+    (void)counter_type;
+    (void)count;
+    return leave(NVML_ERROR_NOT_SUPPORTED);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t dev, unsigned int *pstate) {
+    DEVICE("nvmlDeviceGetPerformanceState", dev);
+    if (!pstate) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *pstate = 0; /* P0: full performance, as a data-centre GPU under load reports */
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, unsigned int *mode) {
+    DEVICE("nvmlDeviceGetPersistenceMode", dev);
+    if (!mode) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *mode = 1; /* enabled, as on a shared server */
+    return leave(NVML_SUCCESS);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t dev, unsigned int *active) {
+    DEVICE("nvmlDeviceGetDisplayActive", dev);
+    if (!active) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    *active = 0;
+    return leave(NVML_SUCCESS);
+}
+
+typedef struct { unsigned long long total, free, used; } fake_bar1;
+
+/* BAR1 is the window the CPU maps GPU memory through: 64 GiB on an A100 or H100, none of it used here. */
+EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t dev, fake_bar1 *bar1) {
+    DEVICE("nvmlDeviceGetBAR1MemoryInfo", dev);
+    if (!bar1) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    bar1->total = 64ull << 30;
+    bar1->free = bar1->total;
+    bar1->used = 0;
+    return leave(NVML_SUCCESS);
+}
+
+/* Windows only (WDDM or TCC): Linux drivers answer not supported. */
+EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t dev, unsigned int *current, unsigned int *pending) {
+    DEVICE("nvmlDeviceGetDriverModel", dev);
+    (void)current;
+    (void)pending;
+    return leave(NVML_ERROR_NOT_SUPPORTED);
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t dev, unsigned int *mw) {
+    DEVICE("nvmlDeviceGetPowerManagementLimit", dev);
+    if (!mw) return leave(NVML_ERROR_INVALID_ARGUMENT);
+    if (d_.mig || !d_.gpu->has_power_limit) return leave(NVML_ERROR_NOT_SUPPORTED);
+    *mw = d_.gpu->power_limit_mw;
+    return leave(NVML_SUCCESS);
+}
+
 static nvmlReturn_t codec_util(const char *fn, nvmlDevice_t dev, unsigned int *util, unsigned int *period) {
     DEVICE(fn, dev);
     if (!util || !period) return leave(NVML_ERROR_INVALID_ARGUMENT);
