@@ -67,7 +67,7 @@ def test_the_installed_build_is_read_from_its_file_without_importing_it(tmp_path
 
 
 def test_no_tensorflow_installed_is_not_known(monkeypatch):
-    monkeypatch.setattr(no_gpu.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(no_gpu.importlib.machinery.PathFinder, "find_spec", lambda name: None)
     assert no_gpu.installed_build_info() is None and no_gpu.installed_cpu_only() is None
 
 

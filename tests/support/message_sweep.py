@@ -10,7 +10,7 @@ import io
 import re
 
 # Values no setting or subcommand takes: each must be refused in one line naming it.
-BAD_VALUES = ("bogus", "-3", "99", "1,1", "2x", "on off", "--nonsense")
+BAD_VALUES = ("bogus", "-3", "999", "1,1", "2x", "on off", "--nonsense")
 # A cell for `%%tfgpu device DEVICE` (an op, so placement has something to say).
 DEVICE_CELL = "import tensorflow as tf\n_ = tf.constant(1) + 1"
 
@@ -74,15 +74,22 @@ def _answer(run) -> str:
     return "".join(part for part in (out.getvalue(), err.getvalue(), shown) if part)
 
 
-def sweep(ip, stage: str) -> list[dict]:
-    """Run every line in ``ip`` (the extension loaded); each answer as {stage, line, answer}. After each, the
-    settings that have not taken effect are dropped, so every line meets the same kernel."""
+# Subcommands that import TensorFlow when it is not yet: never in the test process (tests/conftest.py).
+IMPORTS_TENSORFLOW = ("strategy",)
+
+
+def sweep(ip, stage: str, without: tuple[str, ...] = ()) -> list[dict]:
+    """Run every line in ``ip`` (the extension loaded), but those of the subcommands ``without``; each answer as
+    {stage, line, answer}. After each, the settings that have not taken effect are dropped, so every line meets the
+    same kernel."""
     answers = []
 
     def reset():
         _answer(lambda: ip.run_line_magic("tfgpu", "reset"))
 
     for line in lines():
+        if line.split(" ", 1)[0] in without:
+            continue
         answers.append({"stage": stage, "line": f"%tfgpu {line}",
                         "answer": _answer(lambda line=line: ip.run_line_magic("tfgpu", line))})
         reset()

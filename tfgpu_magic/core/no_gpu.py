@@ -9,7 +9,7 @@ import explains (a driver older than its CUDA, missing CUDA libraries).
 from __future__ import annotations
 
 import ast
-import importlib.util
+import importlib.machinery
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -71,8 +71,8 @@ def installed_build_info() -> dict | None:
     """TensorFlow's build info as its installed files say it, without importing TensorFlow (seconds) or any of its
     modules: the literal in tensorflow/python/platform/build_info.py, read as text. None: TensorFlow is not
     installed, or the file is missing or not the literal every release since 2.3 writes."""
-    try:
-        spec = importlib.util.find_spec("tensorflow")  # a top-level name: found on sys.path, nothing is imported
+    try:  # the path finder alone: found on sys.path, nothing imported, no import hook told of an import
+        spec = importlib.machinery.PathFinder.find_spec("tensorflow")
     except (ImportError, ValueError):
         return None
     for folder in (spec.submodule_search_locations or ()) if spec else ():

@@ -231,8 +231,27 @@ def current_limits(tf, device) -> list[int | None] | None:
     return None if current is None else [c.memory_limit for c in current]
 
 
+def _unset_logical(tf, device) -> None:
+    """Back to TensorFlow's default for ``device`` (one logical device, no limit): its setter iterates what it is
+    given, so None raises TypeError (2.21), and [] would leave no device. Its context keeps the map privately."""
+    if tf.config.get_logical_device_configuration(device) is None:
+        return
+    context = sys.modules.get("tensorflow.python.eager.context")
+    ctx = context.context() if context is not None else None
+    mapping = getattr(ctx, "_virtual_device_map", None)
+    if not isinstance(mapping, dict):  # no such map (a stand-in for tf.config): its setter as it is
+        tf.config.set_logical_device_configuration(device, None)
+        return
+    if getattr(ctx, "_context_handle", None) is not None:
+        raise RuntimeError("Virtual devices cannot be modified after being initialized")
+    mapping.pop(device, None)
+
+
 def logical_call(tf, device, limits: list[int | None] | None) -> Call:
-    configs = None if limits is None else [tf.config.LogicalDeviceConfiguration(memory_limit=m) for m in limits]
+    if limits is None:
+        return Call(lambda: _unset_logical(tf, device),
+                    f"tf.config.set_logical_device_configuration({device_name(device)}, None)")
+    configs = [tf.config.LogicalDeviceConfiguration(memory_limit=m) for m in limits]
     return Call(lambda: tf.config.set_logical_device_configuration(device, configs),
                 f"tf.config.set_logical_device_configuration({device_name(device)}, {_ldc_text(limits)})")
 

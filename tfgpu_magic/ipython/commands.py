@@ -187,7 +187,8 @@ def strategy(call: Call):
     gpus = tf.config.list_logical_devices("GPU")
     names = [d.name for d in gpus or tf.config.list_logical_devices("CPU")]
     made = tf.distribute.MirroredStrategy(names)
-    short = ", ".join(n.split("device:")[-1] for n in names)
+    short = [n.split("device:")[-1] for n in names]
+    short = ", ".join(short if len(short) <= 8 else [*short[:3], "...", short[-1]])
     print(f"tfgpu: MirroredStrategy over {made.num_replicas_in_sync} device(s): {short}")
     return made
 

@@ -288,6 +288,9 @@ def load_extension(shell) -> None:
     from ..core import handshake
 
     handshake.install()  # in a container only: an import hook that learns the kernel's host PID (no thread)
+    from . import import_notice
+
+    magics.import_notice = import_notice.install(lambda: magics.quiet)
 
 
 def _html_form(obj) -> str:
@@ -344,6 +347,9 @@ def unload_extension(shell) -> None:
         print(f"tfgpu: unloaded; {'; '.join(said)}")
     for kind in ("line", "cell"):
         shell.magics_manager.magics[kind].pop("tfgpu", None)
+    from . import import_notice
+
+    import_notice.uninstall(getattr(magics, "import_notice", None))
     if magics in shell.configurables:
         shell.configurables.remove(magics)
     _unregister_html_forms(shell)

@@ -140,10 +140,14 @@ def figures(controller: Any) -> dict[str, int | None]:
     found: dict[str, int | None] = {}
     tf = sys.modules.get("tensorflow")
     if tf is not None and probe().state >= TFState.INITIALIZED:
-        for device in tf.config.list_logical_devices():
-            if device.device_type not in ("CPU", "GPU"):
-                continue
+        devices = [d for d in tf.config.list_logical_devices() if d.device_type in ("CPU", "GPU")]
+        cpus = [short_device(d.name) or d.name for d in devices if d.device_type == "CPU"]
+        for device in devices:
             name = short_device(device.name) or device.name
+            if device.device_type == "CPU" and len(cpus) > 1:
+                if name != cpus[0]:
+                    continue  # the logical CPUs share one allocator: one row for them all (TF_FACTS)
+                name = f"{cpus[0]}..{cpus[-1]}"
             try:
                 current = tf.config.experimental.get_memory_info(name).get("current")
             except Exception:  # CPU without TF_CPU_ALLOCATOR_USE_BFC: no allocator figures

@@ -285,7 +285,9 @@ class Panel(widgets.VBox):
         try:
             with contextlib.redirect_stdout(out):
                 self._run(name, line)
-            text = " ".join(out.getvalue().split()) or f"tfgpu: %tfgpu {line}: done"
+            # Its lines as the magic printed them: a detail too long for the first is on an indented second line.
+            text = "\n".join(shown.rstrip() for shown in out.getvalue().splitlines() if shown.strip()) or \
+                f"tfgpu: %tfgpu {line}: done"
         except UsageError as err:
             text, refused = str(err), True
         except Exception as err:  # a bug must show in the panel, not vanish in a comm handler

@@ -428,9 +428,8 @@ class PlacementController:
             self._we_set_tf_flag = False
         self._disable_run_metadata(cell_only=False)
         if self._tf_log_live():
-            print("tfgpu: placement capture off. TensorFlow's runtime started with its placement log on and "
-                  "cannot stop it (tensorflow#45465); tfgpu keeps hiding those lines. Restart the kernel for "
-                  "a TensorFlow that does not log.")
+            print("tfgpu: placement capture off; tfgpu keeps hiding TensorFlow's placement lines (restart for none)\n"
+                  "  TensorFlow's runtime started with its placement log on and cannot stop it (tensorflow#45465)")
         else:
             print("tfgpu: placement capture off.")
 

@@ -540,12 +540,16 @@ def in_force_html(state: str, level: str) -> str:
 
 # -- messages ------------------------------------------------------------------------------------------
 def message_html(text: str, refused: bool) -> str:
-    """The panel's message line; lines after the first are code to paste, shown one line per line as typed."""
+    """The panel's message line; lines after the first are its detail when indented (what did not fit in the first,
+    as the magic prints it), else code to paste, shown one line per line as typed."""
     if not text:
         return ""
     first, _, code = text.partition("\n")
-    block = (f"<pre style=\"font-family:{MONO};color:{TEXT};margin:4px 0 0;white-space:pre;user-select:all\">"
-             f"{esc(code)}</pre>") if code else ""
+    if code.startswith("  "):
+        block = f"<div style=\"font-weight:normal;margin:2px 0 0 1.5em\">{esc(' '.join(code.split()))}</div>"
+    else:
+        block = (f"<pre style=\"font-family:{MONO};color:{TEXT};margin:4px 0 0;white-space:pre;user-select:all\">"
+                 f"{esc(code)}</pre>") if code else ""
     if refused:
         return (f"<div style=\"color:{ALERT};font-weight:600;font-family:{FONT}\">&#9888;&nbsp;{esc(first)}"
                 f"{block}</div>")

@@ -32,7 +32,7 @@ class Unit:
 
 def needs_nvml(what: str, error) -> PlanError:
     """The one refusal of a choice by free memory without NVML, whichever path (now, or waiting) met it."""
-    return PlanError(f"{what} needs NVML to see free memory; name the GPUs instead, like `%tfgpu visible 0`",
+    return PlanError(f"{what} needs NVML to see free memory; name GPUs instead (`%tfgpu visible 0`)",
                      more=f"NVML is unavailable: {nvml_why(error)}")
 
 
@@ -220,8 +220,8 @@ def pick_once(command: str, spec: VisibleSpec, snap, given, *, by_index: bool = 
                          for u in sorted(fit, key=_freest)) or "none"
         among = f" (among {given.describe()}, this kernel's: {given.source})" if given.restricted else ""
         rule = "" if floor or fallback(spec) else f" ({AUTO_RULE})"
-        raise PlanError(f"visible {spec} needs {spec.auto} GPU(s){floor}, and only these qualify{among}{rule}: "
-                        f"{have}; ask for fewer, lower --min-free, or name GPUs")
+        raise PlanError(f"visible {spec}: too few GPUs qualify; ask for fewer, lower --min-free, or name GPUs", more=(
+            f"it needs {spec.auto} GPU(s){floor}, and only these qualify{among}{rule}: {have}"))
     return chosen(found), note
 
 
@@ -256,9 +256,8 @@ def choose_claiming(controller, change, check_given) -> tuple:
         result, line = attempt()
         if result is None:
             target, _, have = line.removeprefix("waiting for ").partition(": ")
-            raise PlanError(f"`{change.command}`: too few GPUs qualify; ask fewer, lower --min-free, name GPUs or "
-                            "--wait 10m", more=f"it needs {target}, and not enough qualify now "
-                            f"({have or 'no GPU'})")
+            raise PlanError(f"`{change.command}`: too few GPUs qualify; ask fewer, lower --min-free or --wait 10m",
+                            more=f"it needs {target}, and not enough qualify now ({have or 'no GPU'}); or name GPUs")
     else:
         result = wait_until(attempt, spec.wait_s, f"`{change.command}`", controller.on_progress)
     return replace(change, value=result), tuple(state.get("keys", ())), state.get("note", "")
