@@ -85,8 +85,8 @@ QUOTED = {
     "01": {BOTH: ["GPUs: []", "runtime not started", "already in force"],
            NO_NVML: ["NVML library (libnvidia-ml.so.1) not found"],
            # the fix for tensorflow-cpu: pip installs GPU TensorFlow beside it without removing it, so it goes first
-           FAKE_GPUS: ["not seen", "is a CPU-only build", "pip uninstall -y tensorflow-cpu",
-                       "pip install 'tensorflow[and-cuda]'"]},
+           FAKE_GPUS: ["not seen", "TensorFlow will list none", "is a CPU-only build",
+                       "pip uninstall -y tensorflow-cpu", "pip install 'tensorflow[and-cuda]'"]},
     "02": {BOTH: ["waiting for import", "applied (through CUDA_VISIBLE_DEVICES)", "through CUDA_VISIBLE_DEVICES",
                   "is too late", "TensorFlow has listed its devices"],
            NO_NVML: ["GPU 0 not checked", "needs NVML to see free memory"],
