@@ -103,3 +103,52 @@ def test_a_cell_without_log_lines_shows_no_block_and_a_flood_is_bounded():
         assert log.take_line(LINES_221[1])
     block = log.end()
     assert len(block.lines) == 2000 and block.dropped == 500 and "500 more not kept" in block.to_text()
+
+
+HARMLESS = [
+    # 2.21: oneDNN's and the CPU features' notices (information already)
+    "I0000 00:00:1796338294.188753   31434 port.cc:153] oneDNN custom operations are on. You may see slightly "
+    "different numerical results due to floating-point round-off errors from different computation orders.",
+    "I0000 00:00:1796338289.541847   31434 cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use "
+    "available CPU instructions in performance-critical operations.",
+    # 2.15/2.16 CUDA builds: the plugins' double registration, logged as errors at every import (tensorflow#62075)
+    "2024-03-05 10:11:12.123456: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register "
+    "cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered",
+    "2024-03-05 10:11:12.123457: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:607] Unable to register "
+    "cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered",
+    "2024-03-05 10:11:12.123458: E external/local_xla/xla/stream_executor/cuda/cuda_blas.cc:1515] Unable to register "
+    "cuBLAS factory: Attempting to register factory for plugin cuBLAS when one has already been registered",
+    "2024-03-05 10:11:13.000001: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38] TF-TRT Warning: Could not "
+    "find TensorRT",
+]
+
+
+def test_harmless_notices_are_information_never_an_error():
+    """Issue 37: the folded log never labels oneDNN's or the CPU features' notice (or 2.16's CUDA plugin
+    registrations) as an error or a warning; a real error beside them keeps its label."""
+    lines = [classify(text) for text in HARMLESS]
+    assert all(line is not None and line.severity == "I" for line in lines), lines
+    block = LogBlock(3, lines=[*lines, classify("E0000 00:00:1.0 1 gpu_device.cc:2341] Cannot dlopen some GPU "
+                                                "libraries.")])
+    text = block.to_text()
+    assert text.startswith("TensorFlow log, cell 3: 1 error, 6 info [error]") and "Cannot dlopen" in text
+    assert "oneDNN" not in text and "Unable to register" not in text and "(6 info lines folded" in text
+    only = LogBlock(4, lines=lines)
+    assert only.to_text().startswith("TensorFlow log, cell 4: 6 info [info]") and only.shown_lines() == []
+
+
+def test_the_lines_tensorflows_guides_point_at_stay_visible():
+    """"Using MirroredStrategy with devices ..." (tf.distribute's INFO record, which the distributed training guide
+    tells the reader to look for) is shown under the cell, not folded with the rest of the information."""
+    record = logging.LogRecord("tensorflow", logging.INFO, "/x/tensorflow/python/distribute/mirrored_strategy.py", 1,
+                               "Using MirroredStrategy with devices %s", (("/job:localhost/replica:0/task:0/device:"
+                                                                           "CPU:0",),), None)
+    from tfgpu_magic.core.tflog import from_record
+
+    using = from_record(record)
+    block = LogBlock(5, lines=[classify(HARMLESS[0]), using])
+    assert block.shown_lines() == [using]
+    text = block.to_text()
+    assert "I tensorflow] Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:CPU:0',)" in text
+    assert "(1 info line folded" in text and "oneDNN" not in text
+    assert "Using MirroredStrategy with devices" in log_block_html(block)

@@ -49,3 +49,23 @@ def test_in_a_kernel_tensorflows_log_is_one_block_and_the_users_lines_pass():
     (folded,) = [p for p in own["plain"] if p.startswith("TensorFlow log, cell")]
     assert "again" in folded and "mine" not in folded, folded
 
+
+
+@pytest.mark.tf
+def test_harmless_notices_fold_as_information_and_the_strategy_line_stays_visible():
+    """Issue 37: oneDNN's and the CPU features' notices at import are folded information, never labelled an error or a
+    warning; "Using MirroredStrategy with devices ...", which TensorFlow's distributed training guide tells the reader
+    to look for, is shown under its cell (it is an INFO record of tf.distribute's logger, folded before)."""
+    cells = run_notebook([
+        "%load_ext tfgpu_magic",  # 0
+        "import tensorflow as tf",  # 1
+        "strategy = tf.distribute.MirroredStrategy()\nprint('replicas', strategy.num_replicas_in_sync)",  # 2
+        "%tfgpu log",  # 3
+    ], env_extra={"TF_CPP_MIN_LOG_LEVEL": "0"})
+    (block,) = [p for p in cells[1]["plain"] if p.startswith("TensorFlow log, cell")]
+    assert block.split("\n")[0].endswith("[info]") and "oneDNN" not in block, block
+    assert "port.cc" in cells[3]["stdout"] and "cpu_feature_guard.cc" in cells[3]["stdout"]  # kept, in the full log
+    made = cells[2]
+    (shown,) = [p for p in made["plain"] if p.startswith("TensorFlow log, cell")]
+    assert "Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:CPU:0',)" in shown, made
+    assert "Using MirroredStrategy" not in made["stderr"] and "replicas 1" in made["stdout"], made

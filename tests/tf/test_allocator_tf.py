@@ -93,9 +93,8 @@ def test_before_the_start_the_variable_is_what_tensorflow_reads_after_it_a_chang
     assert got["F"].startswith(f"tfgpu: %tfgpu allocator async: {again}")
     # The runtime started: the change is refused with the standard line, and the variable is left as it was read.
     refusal, c_value, py_value = got["G"]
-    assert refusal == ("REFUSED tfgpu: `%tfgpu allocator bfc` is too late: TensorFlow's runtime is already initialized "
-                       "and allocator can no longer change (it would need TF_GPU_ALLOCATOR unset before it starts); "
-                       "restart the kernel and run `%tfgpu allocator bfc` before the first TensorFlow operation")
+    assert refusal == ("REFUSED tfgpu: `%tfgpu allocator bfc` is too late: TensorFlow's runtime has started; "
+                       "restart the kernel and run it first")
     assert c_value == py_value == "cuda_malloc_async"
     assert got["H"][0].startswith("REFUSED tfgpu: `%tfgpu allocator off` is too late") and got["H"][1] == c_value
     assert got["I"].startswith("tfgpu: %tfgpu allocator async: already in force (TensorFlow started with CUDA's async")

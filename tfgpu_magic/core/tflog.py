@@ -36,6 +36,24 @@ _CPP = re.compile(
 _ABSL_NOTICE = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 # Lines TensorFlow writes as the rest of a multi-line message (cpu_feature_guard's second line).
 _CONTINUATIONS = ("To enable the following instructions:",)
+# Harmless notices, whatever severity TensorFlow gives them: information (issue 37). oneDNN's and the CPU features'
+# notices at every import; in 2.14-2.16 a CUDA build logs its plugins' double registration as errors on every import
+# (tensorflow#62075), and TF-TRT's missing library as a warning.
+_HARMLESS = ("oneDNN custom operations are on", "This TensorFlow binary is optimized",
+             "Unable to register cuDNN factory", "Unable to register cuFFT factory",
+             "Unable to register cuBLAS factory", "TF-TRT Warning: Could not find TensorRT",
+             "computation placer already registered")
+# Information TensorFlow's own guides tell the reader to look for: shown under the cell, never folded.
+_POINTED_AT = re.compile(r"^Using \w*Strategy with ")
+
+
+def _severity(severity: str, message: str) -> str:
+    return "I" if severity != "I" and any(notice in message for notice in _HARMLESS) else severity
+
+
+def pointed_at(line: LogLine) -> bool:
+    """Information TensorFlow's guides point at ("Using MirroredStrategy with devices ..."): shown, never folded."""
+    return line.severity == "I" and _POINTED_AT.match(line.message) is not None
 
 
 @dataclass(frozen=True)
@@ -54,7 +72,8 @@ def classify(line: str, previous: LogLine | None = None) -> LogLine | None:
     if "] " in line[:120]:
         m = _CPP.match(line)
         if m is not None:
-            return LogLine(m["sev"] or m["sev2"], line, m["message"], (m["where"] or m["where2"]).rsplit("/", 1)[-1])
+            return LogLine(_severity(m["sev"] or m["sev2"], m["message"]), line, m["message"],
+                           (m["where"] or m["where2"]).rsplit("/", 1)[-1])
     if previous is not None and line.startswith(_CONTINUATIONS):
         return LogLine(previous.severity, line, line, previous.where)
     return None
@@ -83,7 +102,7 @@ def from_record(record: logging.LogRecord) -> LogLine:
     severity = "F" if level >= logging.CRITICAL else "E" if level >= logging.ERROR else \
         "W" if level >= logging.WARNING else "I"
     message = record.getMessage()
-    return LogLine(severity, f"{record.levelname}:{record.name}:{message}", message, record.name)
+    return LogLine(_severity(severity, message), f"{record.levelname}:{record.name}:{message}", message, record.name)
 
 
 @dataclass
@@ -110,7 +129,7 @@ class LogBlock:
         return f"TensorFlow log, {where}: {counts}{dropped}"
 
     def shown_lines(self) -> list[LogLine]:
-        return list(self.lines) if self.show_all else [ln for ln in self.lines if ln.severity != "I"]
+        return list(self.lines) if self.show_all else [ln for ln in self.lines if ln.severity != "I" or pointed_at(ln)]
 
     def to_text(self) -> str:
         shown = self.shown_lines()
