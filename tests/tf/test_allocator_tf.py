@@ -88,8 +88,10 @@ def test_before_the_start_the_variable_is_what_tensorflow_reads_after_it_a_chang
     reads = ("TensorFlow reads it when its runtime starts" if cuda else
              "this TensorFlow is a CPU-only build, which builds no GPU allocator")
     assert got["D"][1] is None
-    assert got["D"][0].startswith(f"tfgpu: %tfgpu allocator bfc: {applied} (TF_GPU_ALLOCATOR unset; {reads}")
-    assert got["E"][1] == "cuda_malloc_async" and got["E"][0].startswith(f"tfgpu: %tfgpu allocator async: {applied} (")
+    # The detail in parentheses, or on a line of its own where the line would pass 120 characters (issue 37).
+    assert got["D"][0].startswith(f"tfgpu: %tfgpu allocator bfc: {applied} ") and \
+        f"TF_GPU_ALLOCATOR unset; {reads}" in got["D"][0]
+    assert got["E"][1] == "cuda_malloc_async" and got["E"][0].startswith(f"tfgpu: %tfgpu allocator async: {applied} ")
     assert got["F"].startswith(f"tfgpu: %tfgpu allocator async: {again}")
     # The runtime started: the change is refused with the standard line, and the variable is left as it was read.
     refusal, c_value, py_value = got["G"]
