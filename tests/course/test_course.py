@@ -96,9 +96,15 @@ QUOTED = {
     "04": {BOTH: ["⚠ fallback", "!! fallback", "executed", "placed", "_Arg", "_Retval", "asked"]},
     "06": {BOTH: ["waiting for import", "cpus 2: applied", "virtual 2GiB,2GiB: no GPU to apply to", "virtual[all]",
                   "TensorFlow sees no GPU; the setting applies where there is one",
-                  "Input of GeneratorDatasetOp::Dataset will not be optimized"]},
+                  # the log lines tf.distribute prints and its guide points at, shown under the cell
+                  "Using MirroredStrategy with devices", "Input of GeneratorDatasetOp::Dataset will not be optimized"]},
     "07": {BOTH: ["no GPU to apply to"]},
 }
+# Every notebook that imports TensorFlow says before it that the import takes seconds, quoting the line tfgpu prints
+# as it begins (the `import tensorflow` cells: test_a_slow_cell_is_announced).
+IMPORT_NOTICE = "importing TensorFlow"
+for _prefix in ("00", "01", "02", "03", "04", "05", "06", "07"):
+    QUOTED.setdefault(_prefix, {}).setdefault(BOTH, []).append(IMPORT_NOTICE)
 
 # The table columns a lesson's text names ("column `GPU`", "the `asked` column"): each must head a table (an HTML <th>,
 # what JupyterLab shows) in that lesson's outputs, in every run the entry is listed for. Every column the text names
