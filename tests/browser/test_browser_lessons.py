@@ -74,8 +74,9 @@ def run_all(page, last: int) -> None:
     expect(page.locator(CELL).nth(last).locator(".jp-InputPrompt")).to_have_text(DONE, timeout=240_000)
 
 
-def shoot_text_and_table(page, first: int, last: int, tmp_path: Path, name: str) -> None:
-    """Cells ``first``..``last`` (a paragraph and the output it describes) in one picture, dark then light."""
+def shoot_text_and_output(page, first: int, last: int, tmp_path: Path, name: str, shown: str = "table") -> None:
+    """Cells ``first``..``last`` (a paragraph and the output it describes, ``shown`` in it) in one picture, dark then
+    light."""
     from playwright.sync_api import expect
 
     for theme in ("JupyterLab Dark", "JupyterLab Light"):
@@ -84,7 +85,7 @@ def shoot_text_and_table(page, first: int, last: int, tmp_path: Path, name: str)
         top, bottom = page.locator(CELL).nth(first), page.locator(CELL).nth(last)
         top.scroll_into_view_if_needed()
         top.evaluate("cell => cell.scrollIntoView({block: 'start'})")
-        expect(bottom.locator(".jp-OutputArea table").first).to_be_visible()
+        expect(bottom.locator(".jp-OutputArea").locator(shown).first).to_be_visible()
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)  # the theme's colours settle
         a, b = top.bounding_box(), bottom.bounding_box()
@@ -119,7 +120,15 @@ def test_lesson_1_names_the_gpu_tables_columns(page, lab, tmp_path):
     expect(table.locator("tbody tr").first.locator("td").nth(1)).to_have_text("not seen")
     expect(page.locator(CELL).nth(devices).locator(".jp-OutputArea")).to_contain_text(
         "pip uninstall -y tensorflow-cpu")
-    shoot_text_and_table(page, devices - 1, devices, tmp_path, "lesson01-gpu-columns")
+    shoot_text_and_output(page, devices - 1, devices, tmp_path, "lesson01-gpu-columns")
+
+    # The slow cell announced: the paragraph before `import tensorflow` says how long it takes, and the cell shows
+    # the line tfgpu prints as the import begins.
+    load = next(i for i in range(devices) if page.locator(CELL).nth(i).locator(".cm-content").count()
+                and page.locator(CELL).nth(i).locator(".cm-content").inner_text().startswith("import tensorflow"))
+    expect(page.locator(CELL).nth(load - 1)).to_contain_text("The next cell takes 5 to 15 seconds")
+    expect(page.locator(CELL).nth(load).locator(".jp-OutputArea")).to_contain_text("tfgpu: importing TensorFlow")
+    shoot_text_and_output(page, load - 1, load, tmp_path, "lesson01-slow-import", shown="pre")
 
 
 def test_lesson_4_names_placement_shows_columns(page, lab, tmp_path):
@@ -134,4 +143,4 @@ def test_lesson_4_names_placement_shows_columns(page, lab, tmp_path):
     expect(heads).to_have_text(["cell", "device", "op type", "op", "channels", "lines", "asked"])
     every = page.locator(CELL).nth(show).locator(".jp-OutputArea table th")
     expect(every).to_have_text(["cell", "device", "op type", "op", "channel", "asked"])
-    shoot_text_and_table(page, folded - 1, folded, tmp_path, "lesson04-placement-show-columns")
+    shoot_text_and_output(page, folded - 1, folded, tmp_path, "lesson04-placement-show-columns")
