@@ -33,8 +33,9 @@ def test_load_devices_panel_and_visible_work_and_say_tensorflow_is_not_installed
     assert devices.count("TensorFlow: not installed") == 1 and plain(page).count("not installed") == 1, texts[2]
     assert "NVIDIA H100 80GB HBM3" in devices and "GPU:" not in devices  # no TensorFlow names without TensorFlow
     assert "TensorFlow devices" not in devices  # said once, by the TensorFlow line
-    assert "visible 1: applied (CUDA_VISIBLE_DEVICES=1; read when a framework (PyTorch, JAX, CuPy) first starts " \
-           "CUDA in this kernel)" in texts[3], texts[3]
+    # Its detail past 120 characters in one line: on the next, indented (issue 37).
+    assert "visible 1: applied\n  CUDA_VISIBLE_DEVICES=1; read when a framework (PyTorch, JAX, CuPy) first starts " \
+           "CUDA in this kernel" in texts[3], texts[3]
     status, page = texts[4].split("<div", 1)
     assert status.count("not installed") == 1 and plain(page).count("not installed") == 1, texts[4]
     shown = " ".join(plain(value) for value in widgets)

@@ -45,9 +45,10 @@ def test_every_answer_with_real_tensorflow_keeps_the_rules(fake_nvml, machine):
     env = user_env(**fake_nvml.env) if config is not None else user_env()
     out = run_tf(SHELL_PRELUDE + SWEEP, env=env, timeout=300).stdout
     answers = json.loads(out.strip().splitlines()[-1])
-    import_line = out.split("IMPORT LINE\n", 1)[1].split("IMPORTED\n", 1)[0]
-    answers.append({"stage": "import", "line": "import tensorflow", "answer": import_line})
-    assert import_line.startswith("tfgpu: at `import tensorflow`:"), import_line
+    notice, import_line = out.split("IMPORT LINE\n", 1)[1].split("IMPORTED\n", 1)[0].split("\n", 1)
+    answers += [{"stage": "import", "line": "import tensorflow", "answer": text} for text in (notice, import_line)]
+    assert notice == "tfgpu: importing TensorFlow (a few seconds) ..." and \
+        import_line.startswith("tfgpu: at `import tensorflow`:"), (notice, import_line)
     assert {a["stage"] for a in answers} == {"before import", "imported", "initialized", "import"}
     broken = [f"{a['stage']} | {a['line']}: {why}" for a in answers for why in problems(a["answer"])]
     assert not broken, "\n".join(broken)

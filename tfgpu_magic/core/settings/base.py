@@ -24,9 +24,13 @@ class RefusedError(PlanError):
 
 
 def too_late(command: str, why: str, fix: str = "restart the kernel and run it first") -> RefusedError:
-    """The refusal of a setting TensorFlow has fixed, in one line where it fits (PlanError breaks a longer one):
-    "tfgpu: `%tfgpu cpus 3` is too late: TensorFlow's runtime has started; restart the kernel and run it first"."""
-    return RefusedError(f"`{command}` is too late: {why}; {fix}")
+    """The refusal of a setting TensorFlow has fixed, in one line where it fits in FIRST_LINE characters:
+    "tfgpu: `%tfgpu cpus 3` is too late: TensorFlow's runtime has started; restart the kernel and run it first";
+    a long command's fix goes on a second line."""
+    first = f"`{command}` is too late: {why}"
+    if len(f"tfgpu: {first}; {fix}") <= FIRST_LINE:
+        return RefusedError(f"{first}; {fix}")
+    return RefusedError(first, more=fix)
 
 
 @dataclass(frozen=True)
@@ -274,11 +278,14 @@ def gpu_list(snap) -> str:
 
 def no_such_gpu(index: int, snap) -> PlanError:
     """The refusal of a physical index NVML does not list, whichever check met it."""
-    line = f"GPU {index} does not exist: this machine's GPUs are {{}} (physical indices, as nvidia-smi numbers them)"
-    if len(f"tfgpu: {line.format(gpu_list(snap))}") <= FIRST_LINE:
-        return PlanError(line.format(gpu_list(snap)))
-    # Their names on a line of their own: the first keeps within FIRST_LINE.
-    return PlanError(line.format(", ".join(str(g.index) for g in snap.gpus)), more=gpu_list(snap))
+    listed, numbering = gpu_list(snap), "physical indices, as nvidia-smi numbers them"
+    head = f"GPU {index} does not exist: this machine's GPUs are"
+    if len(f"tfgpu: {head} {listed} ({numbering})") <= FIRST_LINE:
+        return PlanError(f"{head} {listed} ({numbering})")
+    if len(f"tfgpu: {head} {listed}") <= FIRST_LINE:  # what the numbers are, on a line of its own
+        return PlanError(f"{head} {listed}", more=numbering)
+    # Many GPUs: their numbers first, their names on a line of their own.
+    return PlanError(f"{head} {', '.join(str(g.index) for g in snap.gpus)} ({numbering})", more=listed)
 
 
 def nvml_why(error) -> str:
