@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from ..inputs import printable
 from ..no_gpu import cpu_only
-from ..plan import ALL, Plan, PlanError, VisibleSpec, parse_size, parse_visible, shown
+from ..plan import ALL, FIRST_LINE, Plan, PlanError, VisibleSpec, parse_size, parse_visible, shown
 from ..runtime import Call, Status, Step, TFState, device_name
 from ..waiting import parse_duration
 from ..warn import warn
@@ -18,13 +18,13 @@ from .base import (
     Change,
     Control,
     Once,
-    RefusedError,
     Setting,
     Words,
     joined,
     keyword_text,
     nvml_why,
     registered,
+    too_late,
     with_detail,
 )
 
@@ -180,7 +180,10 @@ class Visible(Setting):
         asked = spec.mig[0]
         if snap is None or not snap.available or snap.error is not None:
             why = nvml_why(snap.error if snap else None)
-            raise PlanError(f"`{change.command}` needs NVML to find a MIG device, and it is unavailable: {why}")
+            first = f"`{change.command}` needs NVML to find a MIG device, and it is unavailable"
+            if len(f"tfgpu: {first}: {why}") <= FIRST_LINE:
+                raise PlanError(f"{first}: {why}")
+            raise PlanError(first, more=f"NVML: {why}")
         found = snap.mig_device(asked)
         if found is None:
             migs = [m for _, m in snap.mig_devices() if isinstance(m.uuid, str)]
@@ -225,11 +228,16 @@ class Visible(Setting):
         """A CPU-only build after TensorFlow listed its devices: the variable was read then, so a visible set that
         moves it is too late (recorded, it would show a set this process does not have). Before the listing, the
         variables are the whole setting: say which."""
+        if outcome.status is Status.NO_DEVICE and isinstance(value, VisibleSpec) and value.mig:
+            # A MIG device is chosen only through the variable, which CUDA read at the listing: too late, said so.
+            raise too_late(change.command or f"%tfgpu visible {value}",
+                           "TensorFlow has listed its GPUs",
+                           f"restart the kernel and run it first ({VARIABLE}, read at that listing, is how a MIG device"
+                           " is chosen)")
         moved = VARIABLE in env and env[VARIABLE] != read.get(VARIABLE)
         if outcome.status is Status.NO_GPU and moved and state >= TFState.ENUMERATED:
             command = change.command or f"%tfgpu visible {value}"
-            raise RefusedError(f"`{command}` is too late: TensorFlow has listed its devices; restart the kernel and "
-                               "run it first")
+            raise too_late(command, "TensorFlow has listed its devices")
         if env and state < TFState.ENUMERATED:
             return replace(outcome, status=Status.APPLIED if changed else Status.UNCHANGED,
                            detail=f"{self._said(env)}; CUDA reads it when TensorFlow first lists its devices")
@@ -254,9 +262,8 @@ class Visible(Setting):
             return Step(Status.APPLIED, f"through {VARIABLE}", by_env=True)
         if spec.mig:
             mig = spec.mig[0]
-            return Step(Status.NO_DEVICE, f"TensorFlow has listed its GPUs already, and a MIG device ({mig}) is "
-                                          f"chosen only through {VARIABLE}, which CUDA reads once; restart the kernel "
-                                          f"and run `%tfgpu visible {mig}` first")
+            return Step(Status.NO_DEVICE, f"too late: TensorFlow listed its GPUs, and {VARIABLE} (read once) chooses a "
+                                          f"MIG device; restart the kernel and run `%tfgpu visible {mig}` first")
         gpus = adapter.physical_gpus()
         if not gpus and cpu_only(adapter.tf):  # which GPUs are visible changes nothing a CPU-only build does
             return Step(Status.NO_GPU, "TensorFlow sees no GPU (a CPU-only build); the setting applies where there "
