@@ -46,7 +46,7 @@ def test_a_cpu_only_build_beside_four_gpus_is_named_before_and_at_the_import(fou
         expect(status).to_contain_text("TensorFlow will list none of the 4 GPUs NVML lists")
         said = status.inner_text()
         assert "GPU:0" not in said and "is a CPU-only build" in said, said
-        assert "pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'" in " ".join(said.split())
+        assert "pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]'" in " ".join(said.split())
 
         def status_shown():
             expect(status).to_contain_text("CPU-only build")

@@ -20,15 +20,17 @@ def test_a_cpu_only_build_names_the_package_and_the_fix(monkeypatch):
     monkeypatch.setattr(no_gpu, "_installed", lambda name: name == "tensorflow-cpu")
     why = no_gpu.reason(tf_built(is_cuda_build=False, is_rocm_build=False), {}, 2)
     assert why == ("TensorFlow sees none of the 2 GPUs NVML lists: tensorflow-cpu 2.21.0 is a CPU-only build; for "
-                   "GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the "
+                   "GPUs: pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]', then restart the "
                    "kernel")
 
 
 @pytest.mark.parametrize(("installed", "fix"), [
     # pip installs tensorflow over tensorflow-cpu without removing it: the CPU-only package goes first.
-    ({"tensorflow-cpu"}, "pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'"),
-    ({"tensorflow", "tensorflow-cpu"}, "pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'"),
-    ({"tf-nightly-cpu"}, "pip uninstall -y tf-nightly-cpu && pip install 'tensorflow[and-cuda]'"),
+    ({"tensorflow-cpu"}, "pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]'"),
+    # Both installed share tensorflow/: both go, or pip would call the broken tensorflow satisfied.
+    ({"tensorflow", "tensorflow-cpu"},
+     "pip uninstall -y tensorflow-cpu tensorflow, then pip install 'tensorflow[and-cuda]'"),
+    ({"tf-nightly-cpu"}, "pip uninstall -y tf-nightly-cpu, then pip install 'tensorflow[and-cuda]'"),
     ({"tensorflow"}, "pip install 'tensorflow[and-cuda]'"),
     (set(), "pip install 'tensorflow[and-cuda]'"),
 ])

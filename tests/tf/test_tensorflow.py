@@ -168,7 +168,7 @@ def test_a_cpu_only_tensorflow_beside_gpus_says_why_in_every_view(fake_nvml):
                           capture_output=True, text=True, env=env, timeout=120)
     why = json.loads(proc.stdout)["tensorflow"]["no_gpu"]
     assert why.startswith("TensorFlow sees none of the 3 GPUs NVML lists: tensorflow-cpu ")
-    assert why.endswith("is a CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu && pip install "
+    assert why.endswith("is a CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu, then pip install "
                         "'tensorflow[and-cuda]', then restart the kernel")
     text = subprocess.run([sys.executable, "-m", "tfgpu_magic", "devices", "--tensorflow"], capture_output=True,
                           text=True, env=env, timeout=120).stdout
@@ -214,7 +214,7 @@ print(json.dumps(before))
     assert "GPU:" not in text and "not seen" in text
     version = importlib.metadata.version("tensorflow-cpu")
     why = (f"TensorFlow will list none of the 4 GPUs NVML lists: tensorflow-cpu {version} is a CPU-only build; for "
-           "GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the kernel")
+           "GPUs: pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]', then restart the kernel")
     assert why in " ".join(text.split()) and html.escape(why, quote=True) in status_html
     assert "GPU:0" not in status_html
     line = out.stdout.split("IMPORT\n", 1)[1].split("IMPORTED\n", 1)[0]
@@ -222,7 +222,7 @@ print(json.dumps(before))
     assert notice == "tfgpu: importing TensorFlow (a few seconds) ..."  # before TensorFlow loads (item 9)
     assert line == ("tfgpu: at `import tensorflow`: visible 1: applied (through CUDA_VISIBLE_DEVICES); growth on: no "
                     f"GPU to apply to\n  tensorflow-cpu {version} is a CPU-only build; for GPUs: pip uninstall -y "
-                    "tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart the kernel\n"), out.stdout
+                    "tensorflow-cpu, then pip install 'tensorflow[and-cuda]', then restart the kernel\n"), out.stdout
     assert problems(line) == [] and problems(text) == []
 
 

@@ -62,9 +62,14 @@ def _installed(name: str) -> bool:
 
 def fix_build() -> str:
     """The commands that replace a CPU-only TensorFlow by one with GPU support, as they work here: with
-    tensorflow-cpu installed, `pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]'`."""
+    tensorflow-cpu installed, "pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]'". Two
+    commands, not one joined by &&: in a notebook each is a %pip line (%pip hands the rest of its line to a shell,
+    where a second bare `pip` may be another Python's). Where tensorflow is installed beside tensorflow-cpu, both
+    go: they share the tensorflow/ folder, so removing one breaks the other, which pip then calls satisfied."""
     first = [name for name in _CPU_ONLY_DISTRIBUTIONS if _installed(name)]
-    return f"pip uninstall -y {' '.join(first)} && {FIX_BUILD}" if first else FIX_BUILD
+    if first and _installed("tensorflow"):
+        first.append("tensorflow")
+    return f"pip uninstall -y {' '.join(first)}, then {FIX_BUILD}" if first else FIX_BUILD
 
 
 def installed_build_info() -> dict | None:
@@ -110,7 +115,7 @@ def installed_cpu_only() -> bool | None:
 
 def cpu_only_words() -> str:
     """What a CPU-only build means for the user, and the commands that change it: "tensorflow-cpu 2.21.0 is a
-    CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu && pip install 'tensorflow[and-cuda]', then restart
+    CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]', then restart
     the kernel"."""
     which = distribution() or "this TensorFlow"
     return f"{which} is a CPU-only build; for GPUs: {fix_build()}, then restart the kernel"
