@@ -185,7 +185,7 @@ def test_graphics_processes_in_the_text_html_and_json_views(fake_nvml):
         assert "Processes marked as nvidia-smi types them: (G) a graphics process, such as a desktop session" in said
         assert "(C+G) compute and graphics, its memory counted once." in said
         assert "3999911 unnamed (G) 180 MiB" in text  # after GPU 0's two compute processes
-        assert f"{pid}* " in text and " (C+G) 1024 MiB" in text  # this process: one entry, its memory once
+        assert f"PID {pid}* " in text and " (C+G) 1024 MiB" in text  # this process: one entry, its memory once
         assert "3999912 unnamed (G) n/a" in text
         assert "2048 MiB" not in text  # (the GPU's used figure is "2048 / 81920 MiB")
     for page in (out["status_html"], out["devices_html"]):
@@ -205,7 +205,7 @@ def test_without_graphics_processes_the_views_say_nothing_of_them(fake_nvml):
     out = fake_nvml.run_json(VIEWS)
     for view in ("status", "devices", "status_html", "devices_html"):
         assert "nvidia-smi types" not in out[view] and "(G)" not in out[view] and "abbr" not in out[view]
-        assert "processes (* = this kernel)" in out[view]
+        assert "processes (*: this kernel)" in out[view]
 
 
 def test_a_kernel_that_only_renders_holds_its_graphics_memory(fake_nvml):

@@ -67,7 +67,7 @@ def test_the_text_speaks_a_shells_words(env, view):
     out = proc.stdout
     for words in NOTEBOOK_WORDS:
         assert words not in " ".join(out.split()), (words, out)
-    assert "processes (* = this command)" in out
+    assert "processes (*: this command)" in out
     assert "tfgpu devices --tensorflow" in out.splitlines()[0], out
     assert (NO_SETTINGS in out) is (view == "status"), out
     assert "then restart the kernels that use it" in " ".join(out.split())  # the CPU-only build's fix, said once

@@ -126,7 +126,7 @@ def test_a_host_proc_view_lists_what_it_names_and_counts_the_rest(shell):
     assert line.startswith("8,192 MiB held by 1 process this kernel cannot attribute: they are not in this PID")
     for name, shown in every_view(snap).items():
         assert shown.count(line) == 1 and "4242" not in shown, name
-    assert "5151 python3 2048 MiB" in snap.to_text() and "5151 python3 2,048 MiB" in plain(snap._repr_html_())
+    assert "PID 5151 python3 2048 MiB" in snap.to_text() and "PID 5151 python3 2,048 MiB" in plain(snap._repr_html_())
 
 
 def test_memory_nvml_gives_no_figure_for_is_never_zero(shell):
@@ -143,7 +143,7 @@ def test_mig_devices_say_their_own_line_and_their_gpu_none(shell):
     line = words.unattributed_line(1, 3000, "this kernel", "none")
     for name, shown in every_view(snap).items():
         assert shown.count(line) == 1 and "7777" not in shown, (name, shown)
-        assert "4242 python" in shown or name == "panel", name  # a process the host view names stays a row
+        assert "PID 4242 python" in shown or name == "panel", name  # a process the host view names stays a row
     text = flat(snap.to_text())
     assert f"GPU 0/1: {line}" in text
     assert text.count("1 unattributed (see below)") == 2  # the MIG row and its GPU's (the union), one sentence

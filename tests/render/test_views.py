@@ -244,8 +244,8 @@ def test_text_forms_fit_100_columns(realistic, shell):
         assert not too_long, (name, too_long)
     status = texts["status"]
     assert all(f"{p.pid} {p.name} {p.used_mib} MiB" in " ".join(status.split()) for p in BUSY)  # wrapped, not cut
-    assert "5152 python3 n/a" in status  # a figure NVML did not give: the vocabulary's word
-    assert "4242 python 29000 MiB" in status
+    assert "PID 5152 python3 n/a" in status  # a figure NVML did not give: the vocabulary's word
+    assert "PID 4242 python 29000 MiB" in status
 
 
 def test_status_text_ends_with_placement_capture_as_sentences(realistic):

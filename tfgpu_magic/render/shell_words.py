@@ -20,7 +20,7 @@ _SHELL_WORDS = (
      "export CUDA_DEVICE_ORDER=PCI_BUS_ID (`%tfgpu visible` sets it in a notebook)"),
     ("this kernel", "this shell"),
 )
-_PROCESS_HEADER = ("processes (* = this kernel)", "processes (* = this command)")
+_PROCESS_HEADER = ("processes (*: this kernel)", "processes (*: this command)")
 NO_SETTINGS = "Settings: none in a shell (set them in a notebook: %tfgpu help)"
 
 
@@ -52,7 +52,7 @@ class ShellSnapshot(ShownSnapshot):
         return said_in_a_shell(super().not_given_sentence())
 
     def to_dict(self) -> dict:
-        """The snapshot's JSON (README: "The snapshot's JSON shape"), with two fields the command adds: each GPU's
+        """The snapshot's JSON (its shape: docs/reference.md), with two fields the command adds: each GPU's
         ``tf_name_predicted`` (its ``tf_name`` is CUDA's numbering, TensorFlow not imported) and each process's
         ``notebook`` (its path where a Jupyter server attributes the process to a notebook's kernel, else null)."""
         data = super().to_dict()

@@ -299,7 +299,8 @@ def process_items(procs, pids: dict | None = None) -> str | list[str]:
     processes before it wraps inside one); in a container, the processes this kernel cannot place as one item."""
     if isinstance(procs, Unavailable):
         return na(procs)  # the column says these are processes; the detail often does too
-    items = [f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}{process_type_mark(p)} "
+    # "PID 4242": a bare number beside a name reads like a count of something.
+    items = [f"PID {p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}{process_type_mark(p)} "
              + (words.MISSING if p.used_mib is None else f"{p.used_mib} MiB") for p in placed(procs, pids)]
     found = unattributed(procs, pids)
     if found is not None:
@@ -345,7 +346,7 @@ def gpu_lines(snap: Snapshot) -> list[str]:
             given = snap.given_mig(mig.uuid, gpu.index)
             rows.append((f"{gpu.index}/{mig.index}", "-" if given else "not given", mig_label(snap, mig),
                          memory_used_total(mig, thousands=False), "-", process_items(mig.processes, snap.nvml.pids)))
-    header = ("gpu", "tf", "name", "memory used/total", "util", "processes (* = this kernel)")
+    header = ("GPU", "TensorFlow", "name", "memory used/total", "util", "processes (*: this kernel)")  # as the HTML
     lines = [printable(head), *text_table(header, rows)]
     for where, said in device_unattributed(snap):
         lines += fit(f"{where}: {said}")

@@ -219,7 +219,8 @@ def _processes_cell(procs, pids: dict | None = None, whole: bool = True) -> str 
     if isinstance(procs, Unavailable):
         return na(procs)
     # One process a line, each kept whole: a narrow table wraps between processes, not inside one.
-    lines = ["<span style='white-space:nowrap'>" + esc(f"{p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}")
+    lines = ["<span style='white-space:nowrap'>"
+             + esc(f"PID {p.pid}{'*' if p.is_self else ''} {p.name or words.NO_NAME}")
              + _type_mark(p) + esc(" " + (words.MISSING if p.used_mib is None else f"{p.used_mib:,} MiB")) + "</span>"
              for p in placed(procs, pids)]
     found = unattributed(procs, pids)
@@ -248,7 +249,7 @@ def _gpus(snap: Snapshot) -> str:
             return head + paragraph(sentence(f"{words.MISSING}: the count could not be read ({why(nvml.error)})"))
         return head + paragraph("None.")
     header = ("GPU", "TensorFlow", "name", "memory used / total", "utilization", "temperature",
-              "processes (* = this kernel)")
+              "processes (*: this kernel)")
     parts = [head, table_html(header, _gpu_rows(snap), right=(3, 4, 5))]
     if pids_sentence(snap):
         parts.append(paragraph(sentence(pids_sentence(snap))))
