@@ -1,4 +1,4 @@
-"""Screenshots of the live panel (`%tfgpu panel`) in JupyterLab's light and dark themes, for the README:
+"""Screenshots of the live panel (`%tfgpu panel`) in JupyterLab's light and dark themes, for docs/reference.md:
 docs/panel-light.png and docs/panel-dark.png (the Memory tab, with its charts), docs/panel-devices-light.png (the
 Devices tab), and docs/panel-settings-light.png and docs/panel-settings-dark.png (the Settings tab after TensorFlow
 started and `%tfgpu cpus 3` was refused as too late).

@@ -34,7 +34,7 @@ def _main(argv: list[str] | None) -> int:
                         help="status: GPUs, their processes (by notebook where a Jupyter server knows them) and the "
                              "environment's settings; devices: GPUs with TensorFlow's names, predicted without "
                              "importing it")
-    parser.add_argument("--json", action="store_true", help="print the snapshot as JSON (shape: see README)")
+    parser.add_argument("--json", action="store_true", help="print the snapshot as JSON (shape: docs/reference.md)")
     parser.add_argument("--tensorflow", action="store_true",
                         help="devices: import TensorFlow (a few seconds) and show its own device list, not a "
                              "prediction; its runtime is never started")

@@ -6,7 +6,7 @@ refusal keeps the value in force and offers the restart in the destructive red.
 One Lab and one notebook for the whole check (about a minute on two cores). Its kernels see three fake GPUs
 (tests/support/fakenvml) and run real TensorFlow on the CPU; `%tfgpu cpumem on` gives TensorFlow's CPU allocator
 figures, so the panel has memory to show without a GPU. Screenshots go to the test's tmp folder and, when
-TFGPU_SCREENSHOTS names a folder, there too (benchmarks/screenshot_panel.py makes the README's docs/panel-*.png
+TFGPU_SCREENSHOTS names a folder, there too (benchmarks/screenshot_panel.py makes docs/reference.md's panel-*.png
 the same way).
 Skipped where the browser is missing, failed instead with CI=true (labsession.require_browser).
 """

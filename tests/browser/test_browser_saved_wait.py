@@ -6,7 +6,7 @@ runs at once (it waited behind the apply).
 The kernels see two fake GPUs (the fake NVML library) whose free memory is below the asked --min-free while their
 total is above it: enough could come free, so the kernel waits rather than refuses. Screenshots of the waiting state
 in the light and dark themes go to the test's tmp folder and, when TFGPU_SCREENSHOTS names a folder, there too (the
-README's docs/sidebar-wait-*.png). Skipped where the browser is missing, failed instead with CI=true.
+docs/server.md's sidebar-wait-*.png). Skipped where the browser is missing, failed instead with CI=true.
 """
 
 from __future__ import annotations

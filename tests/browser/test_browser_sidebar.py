@@ -5,7 +5,7 @@ config so that two kernels hold GPU memory, and checks the sidebar shows that me
 including one named ``<img src=x onerror=alert(1)>`` (as text: no element, no dialog). The front notebook's
 section goes from "not loaded" (its Load button inserts and runs ``%load_ext tfgpu_magic``) to its TensorFlow
 settings after ``%tfgpu cpus 2``. Screenshots in the light and dark themes go to the test's tmp folder and, when
-TFGPU_SCREENSHOTS names a folder, there too (the README's docs/sidebar-*.png are made that way).
+TFGPU_SCREENSHOTS names a folder, there too (docs/server.md's sidebar-*.png are made that way).
 Skipped where the browser is missing, failed instead with CI=true (labsession.require_browser).
 """
 

@@ -14,7 +14,7 @@ values the kernel's own check accepted, and nothing without a kernel that can ch
 The notebooks are signed as `jupyter trust` does, with the notary of the server's JUPYTER_DATA_DIR. Autosave is off:
 each test says when a save happens. Each test has its own page (`/lab?reset`). Skipped where the browser is missing,
 failed instead with CI=true (labsession.require_browser). With TFGPU_SCREENSHOTS set, the consent box's pictures
-(light and dark) go there too (the README's docs/sidebar-consent-*.png).
+(light and dark) go there too (docs/security.md's sidebar-consent-*.png).
 """
 
 from __future__ import annotations

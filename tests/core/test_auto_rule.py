@@ -31,7 +31,7 @@ from tfgpu_magic.core.waiting import Claims, wait_until
 
 GIB = 1024
 THEIRS = 4242  # another user's training job
-AUTO_RULE = "no other process computing on it and at least half its memory free"  # as help and the README say it
+AUTO_RULE = "no other process computing on it and at least half its memory free"  # as help and docs/reference.md say it
 RULE_LINE = f"waiting for a GPU with {AUTO_RULE}: "
 
 

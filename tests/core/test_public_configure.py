@@ -1,4 +1,4 @@
-"""`tfgpu_magic.configure()` takes the magics' keywords, every one: the README's
+"""`tfgpu_magic.configure()` takes the magics' keywords, every one: docs/reference.md's
 `configure(visible="auto", min_free="20GB", wait="10m")` raised TypeError where the package's public function
 copied the API's signature without min_free and wait."""
 

@@ -1,7 +1,7 @@
 """benchmarks/gpu_check.py without a GPU: its comparisons against the fake NVML library (tests/support/fakenvml) and
 nvidia-smi text from a fake (tests/support/fake_nvidia_smi.py), its attribution and numbering logic on snapshot
 dicts, an end-to-end run against both fakes, and the clear "no GPU" report where there is no NVML at all.
-The run on real hardware is described in README.md ("GPU check")."""
+The run on real hardware is described in docs/development.md ("GPU check")."""
 
 from __future__ import annotations
 

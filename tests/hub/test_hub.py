@@ -1,9 +1,9 @@
 """Under a real JupyterHub (tests/support/hubsession.py): alice's and bob's single-user servers run as one OS user,
 each with tfgpu_magic as installed and the fake NVML. The endpoints live under ``/user/NAME/``; alice's token reads
 hers and bob's is refused; the metrics are scraped with a user's API token; bob's server does not count alice's
-kernel as his (own_processes is "server" under a Hub); what the Hub's proxy counts as activity is measured, as the
-README says; and in Chromium, alice's sidebar shows her notebook's GPU memory, offers to shut her kernel down, and
-after the Hub restarts her server says to reload the page, which works again."""
+kernel as his (own_processes is "server" under a Hub); what the Hub's proxy counts as activity is measured, as
+docs/server.md says; and in Chromium, alice's sidebar shows her notebook's GPU memory, offers to shut her kernel
+down, and after the Hub restarts her server says to reload the page, which works again."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def test_bob_does_not_see_alices_kernel_as_his(hub):
 
 
 def test_the_proxy_counts_polls_as_activity_the_server_does_not(hub):
-    """What the README says: the Hub's proxy records every successful response as the server's activity, so
+    """What docs/server.md says: the Hub's proxy records every successful response as the server's activity, so
     polling tfgpu's endpoints (a scraper, an open sidebar) keeps the Hub's last_activity fresh, while the
     single-user server's own figure (what jupyter_server's culler reads) does not move."""
     own_before = json.loads(get(hub, "/user/alice/api/status", "alice")[1])["last_activity"]
@@ -185,7 +185,7 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
 
 
 def test_an_open_jupyterlab_tab_is_activity_to_the_hub_with_the_sidebar_closed(hub, alice_page):
-    """What the README says of JupyterLab's own polling: with alice's JupyterLab open, the GPUs sidebar closed and
+    """What docs/server.md says of JupyterLab's own polling: with alice's JupyterLab open, the GPUs sidebar closed and
     its status-bar item off (nothing of tfgpu asked), the Hub's last_activity of her server still moves."""
     page = alice_page
     settings = "/user/alice/lab/api/settings/tfgpu_magic:sidebar"

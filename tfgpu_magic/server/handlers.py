@@ -46,7 +46,7 @@ MAX_CONSENT_BODY = 64 * 1024
 class _FeedHandler(APIHandler):
     auth_resource = AUTH_RESOURCE
     # The server's own idle figure ignores these requests: an open sidebar polling, or a scraper, must not keep
-    # an idle server from being culled by jupyter_server. (A JupyterHub's proxy counts them anyway: README.)
+    # an idle server from being culled by jupyter_server. (A JupyterHub's proxy counts them anyway: docs/server.md.)
     _track_activity = False
 
     def initialize(self, feed: GpuFeed, **_: Any) -> None:

@@ -2,7 +2,7 @@
 
 Pure data (no tornado, no jupyter_server). The NVML worker appends a sample per reading it is due to keep
 (feed.NvmlWorker), requests read a window of it (``?history=SECONDS``), each from its own thread: one lock.
-A sample is one tuple per device, so an hour at 2 s for 8 GPUs stays near a megabyte (README, Figures).
+A sample is one tuple per device, so an hour at 2 s for 8 GPUs stays near a megabyte (docs/development.md, Figures).
 """
 
 from __future__ import annotations

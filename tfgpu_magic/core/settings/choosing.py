@@ -12,7 +12,7 @@ from ..plan import PlanError, VisibleSpec, format_mib
 from ..waiting import gpu_key, live_claims, wait_until
 from .base import gpu_list, no_such_gpu, nvml_why
 
-# Which devices plain `visible auto` chooses among (README, "On a shared server"): `--min-free SIZE` replaces the
+# Which devices plain `visible auto` chooses among (docs/reference.md): `--min-free SIZE` replaces the
 # memory half; with `--wait` it waits for one; without, none qualifying, it takes the freest and says so.
 AUTO_RULE = "no other process computing on it and at least half its memory free"
 
