@@ -121,9 +121,9 @@ setup: $(STAMP) $(LABEXT) $(CHP)
 # PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
 # The frontend's model tests (labextension/test, node --test) run inside pytest: tests/frontend/test_sidebar_model.py.
 # Two passes: everything but the browser and the Hub on two workers (a file's tests stay together, so a module's
-# The slowest tests of each pass are listed at its end (--durations): where to look when the run grows.
 # server or kernel starts once), then the browser and Hub tests alone, one at a time: a page's timing under a second
 # worker's TensorFlow is not what a user's page has.
+# The slowest tests of each pass are listed at its end (--durations): where to look when the run grows.
 test: $(STAMP) $(LABEXT) $(CHP)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest -m "not browser and not hub" -n 2 --dist loadfile --durations=15
