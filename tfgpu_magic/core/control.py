@@ -24,14 +24,13 @@ from . import settings as registry
 from .assignment import Assignment, Given, start_environment
 from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
-from .plan import Plan, PlanError
+from .plan import FIRST_LINE, Plan, PlanError
 from .runtime import Adapter, Outcome, Probe, Status, TFState, add_import_hook, probe, remove_import_hook
 from .settings.base import Change, RefusedError, joined, no_such_gpu, too_late
 from .settings.base import nvml_why as why
 from .waiting import Claims
 from .warn import warn
 
-SUMMARY_WIDTH = 120  # the import line's first line, as every answer's (issue 37)
 IMPORT_WAIT_S = 300.0  # how long a change waits for another thread's `import tensorflow` to finish
 __all__ = ["Change", "Controller", "Refusal", "RefusedError", "default_controller"]
 
@@ -335,8 +334,8 @@ class Controller:
 
     def import_summary(self, plan: Plan, tf=None) -> str:
         """What became of each setting that waited for `import tensorflow`: one line where it fits in
-        ``SUMMARY_WIDTH``, else a head and a line per setting; then, once, why no GPU took a GPU setting when this
-        build is CPU-only (with the fix)."""
+        ``FIRST_LINE`` (every answer's first line), else a head and a line per setting; then, once, why no GPU took a
+        GPU setting when this build is CPU-only (with the fix)."""
         asked = dict(registry.describe(plan))
         parts = []
         no_gpu_said = False
@@ -350,7 +349,7 @@ class Controller:
             parts.append(f"{setting} {' '.join(values)}: {outcome.status.value}{detail}")
         head = "tfgpu: at `import tensorflow`:"
         line = f"{head} {'; '.join(parts)}"
-        lines = [line] if len(line) <= SUMMARY_WIDTH else [head, *(f"  {part}" for part in parts)]
+        lines = [line] if len(line) <= FIRST_LINE else [head, *(f"  {part}" for part in parts)]
         tf = tf if tf is not None else sys.modules.get("tensorflow")
         if no_gpu_said and tf is not None and no_gpu.cpu_only(tf):
             lines.append(f"  {no_gpu.cpu_only_words()}")
