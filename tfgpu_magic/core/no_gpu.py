@@ -121,6 +121,15 @@ def cpu_only_words() -> str:
     return f"{which} is a CPU-only build; for GPUs: {fix_build()}, then restart the kernel"
 
 
+def _gpus(count: int) -> str:
+    return f"{count} GPU{'s' if count != 1 else ''}"
+
+
+def will_list_none(gpus_listed: int) -> str:
+    """The sentence before the import for a CPU-only build beside ``gpus_listed`` GPUs NVML lists: it will name none."""
+    return f"TensorFlow will list none of the {_gpus(gpus_listed)} NVML lists: {cpu_only_words()}"
+
+
 def _hides_all(value: str) -> bool:
     """CUDA_VISIBLE_DEVICES values that leave CUDA no device: "", "-1", or any first entry CUDA stops at ("²", "x"),
     read as numbering.read_entries reads it (as CUDA does)."""
@@ -129,7 +138,7 @@ def _hides_all(value: str) -> bool:
 
 def reason(tf: Any, environ: Mapping[str, str], gpus_listed: int) -> str:
     """The sentence for a TensorFlow that lists no GPU while NVML lists ``gpus_listed``."""
-    head = f"TensorFlow sees none of the {gpus_listed} GPU{'s' if gpus_listed != 1 else ''} NVML lists"
+    head = f"TensorFlow sees none of the {_gpus(gpus_listed)} NVML lists"
     info = _build_info(tf)
     if cpu_only(tf):
         return f"{head}: {cpu_only_words()}"

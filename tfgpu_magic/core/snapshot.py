@@ -15,8 +15,8 @@ from typing import Any
 from . import words
 from .assignment import gpus_text
 from .control import Controller, default_controller
-from .no_gpu import cpu_only_words
 from .no_gpu import reason as no_gpu_reason
+from .no_gpu import will_list_none
 from .numbering import cuda_order, tf_names
 from .nvml import NvmlSnapshot, to_jsonable
 from .runtime import TFState, probe
@@ -192,7 +192,7 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
     if TFState.NOT_INSTALLED < state < TFState.IMPORTED and snap.gpus and controller.installed_cpu_only():
         # Its build says so before the import: it will name no GPU, whatever is visible.
         names = {}
-        no_gpu = f"TensorFlow will list none of the {_gpus(len(snap.gpus))} NVML lists: {cpu_only_words()}"
+        no_gpu = will_list_none(len(snap.gpus))
     if tf is not None and state >= TFState.INITIALIZED:
         logical = tuple(Device(d.name.replace("/device:", "").replace("/job:localhost/replica:0/task:0", ""),
                                d.device_type, "logical") for d in tf.config.list_logical_devices())
@@ -204,10 +204,6 @@ def take(controller: Controller | None = None, *, list_devices: bool = False, nv
         taken_at=time.time(), pid=os.getpid(), tfgpu_version=__version__, tf_state=state,
         tf_version=state_probe.version, physical_devices=physical, logical_devices=logical,
         settings=tuple(controller.settings()), nvml=snap, tf_gpu_names=names, memory=memory, placement=placement)
-
-
-def _gpus(n: int) -> str:
-    return f"{n} GPU{'s' if n != 1 else ''}"
 
 
 def _claims(controller: Controller, snap: NvmlSnapshot) -> dict[int, str]:
