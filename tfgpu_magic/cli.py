@@ -99,8 +99,7 @@ def _is_terminal(stream) -> bool:
 def _with_notebooks(snap):
     """``snap`` with the notebooks a running Jupyter server knows its GPU processes by; unchanged when no process is
     listed or no server answers (silently: the program's name then stands, as nvidia-smi shows it)."""
-    pids = {p.pid for gpu in snap.nvml.gpus for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices))
-            if isinstance(procs, tuple) for p in procs}
+    pids = {p.pid for procs in snap.nvml.listed_processes() for p in procs}
     if not pids:
         return snap
     from . import notebooks_seen

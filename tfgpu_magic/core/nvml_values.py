@@ -182,6 +182,14 @@ class NvmlSnapshot:
             for mig in gpu.mig_devices:
                 yield gpu, mig
 
+    def listed_processes(self) -> Iterator[tuple[Any, ...]]:
+        """Each process list NVML gave, a GPU's then its MIG devices': the tuples only (an Unavailable list is
+        skipped), so a caller walks every process without a branch for MIG."""
+        for gpu in self.gpus:
+            for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices)):
+                if isinstance(procs, tuple):
+                    yield procs
+
     def mig_device(self, uuid_or_prefix: str) -> tuple[Gpu, MigDevice] | None:
         """(parent GPU, MIG device) for a full MIG UUID or a prefix of exactly one ("MIG-5e8b"), compared
         case-insensitively as CUDA_VISIBLE_DEVICES entries are; None when it names none or several."""

@@ -247,8 +247,7 @@ def placed(procs, pids: dict | None):
 def process_types_sentence(snap: Snapshot) -> str:
     """What the marks in the process column mean, for the marks it has; "" where every process is compute only (a
     sentence under the table, not a longer column header: that would squeeze the GPU names)."""
-    found = {p.type for gpu in snap.nvml.gpus for procs in (gpu.processes, *(m.processes for m in gpu.mig_devices))
-             if isinstance(procs, tuple) for p in placed(procs, snap.nvml.pids)}
+    found = {p.type for procs in snap.nvml.listed_processes() for p in placed(procs, snap.nvml.pids)}
     parts = [f"({kind}) {meaning}" for kind, meaning in PROCESS_TYPE_WORDS.items() if kind in found]
     return f"Processes marked as nvidia-smi types them: {'; '.join(parts)}." if parts else ""
 
