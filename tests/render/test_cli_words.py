@@ -116,7 +116,7 @@ def test_devices_json_predicts_tensorflows_names_and_says_so(env):
     named = {g["index"]: (g["tf_name"], g["tf_name_predicted"]) for g in data["gpus"]}
     assert named == {0: ("GPU:1", True), 1: (None, False), 2: ("GPU:0", True), 3: (None, False)}, named
     text, _ = in_process({**env, "CUDA_VISIBLE_DEVICES": "2,0"}, "devices", cpu_only=False)
-    assert "its GPU names (tf) are predicted from CUDA_VISIBLE_DEVICES" in " ".join(text.split()), text
+    assert "its GPU names (column TensorFlow) are predicted from CUDA_VISIBLE_DEVICES" in " ".join(text.split()), text
 
 
 def test_a_cpu_only_build_lists_no_gpu_names(env):

@@ -70,8 +70,8 @@ class ShellSnapshot(ShownSnapshot):
         if self.predicted:
             if not self.tf_gpu_names:
                 return f"TensorFlow: {self._installed()}, not imported (`tfgpu devices --tensorflow` lists its devices)"
-            return (f"TensorFlow: {self._installed()}, not imported; its GPU names (tf) are predicted from "
-                    "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (`tfgpu devices --tensorflow` asks it)")
+            return (f"TensorFlow: {self._installed()}, not imported; its GPU names (column TensorFlow) are predicted "
+                    "from CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (`tfgpu devices --tensorflow` asks it)")
         version = f" {self.tf_version}" if self.tf_version else ""
         return f"TensorFlow{version}: imported by this command to list its devices (its runtime not started)"
 
