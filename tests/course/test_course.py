@@ -27,6 +27,7 @@ import sys
 
 import nbformat
 import pytest
+from cell_text import outputs_text
 from fakenvml import fake_env, n_gpus, write_config
 from harness import ROOT, user_env
 from nbclient import NotebookClient
@@ -158,21 +159,7 @@ def _ids(paths):
 
 
 def _text(nb, with_html=False):
-    parts = []
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        for out in cell.outputs:
-            if out.output_type == "stream":
-                parts.append(out.text)
-            elif out.output_type == "error":
-                parts.append(f"{out.ename}: {out.evalue}")
-            else:
-                data = out.get("data", {})
-                parts.append(str(data.get("text/plain", "")))
-                if with_html and "text/html" in data:
-                    parts.append(html.unescape(re.sub(r"<[^>]+>", " ", str(data["text/html"]))))
-    return "\n".join(parts)
+    return "\n".join(outputs_text(cell.outputs, with_html) for cell in nb.cells if cell.cell_type == "code")
 
 
 def _words(text):

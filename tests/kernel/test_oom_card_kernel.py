@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cell_text import outputs_text
 from fakenvml import MIB, fake_env, write_config
 from harness import kernel_folder, user_env
 
@@ -114,20 +115,8 @@ def run(fake_nvml_lib, tmp_path_factory):
     results = {}
     for name, cell in zip(CELLS, nb.cells, strict=True):
         cards = [o["data"] for o in cell.outputs if o.output_type == "display_data" and MIME in o.get("data", {})]
-        results[name] = {"cell": cell, "cards": cards, "text": _text(cell)}
+        results[name] = {"cell": cell, "cards": cards, "text": outputs_text(cell.outputs)}
     return results
-
-
-def _text(cell) -> str:
-    parts = []
-    for o in cell.outputs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type in ("display_data", "execute_result"):
-            parts.append(o.data.get("text/plain", ""))
-        elif o.output_type == "error":
-            parts.append(f"{o.ename}: {o.evalue}")
-    return "\n".join(parts)
 
 
 def one_card(run, name: str) -> dict:

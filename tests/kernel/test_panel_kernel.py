@@ -11,6 +11,7 @@ import time
 import nbclient
 import nbformat
 import pytest
+from cell_text import outputs_text
 from harness import kernel_folder, user_env
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -36,15 +37,7 @@ def run_notebook(sources: list[str], **env: str) -> tuple[list[str], dict[str, d
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
         client.set_widgets_metadata()
-    texts = []
-    for cell in nb.cells:
-        parts = []
-        for output in cell.outputs:
-            if output.output_type == "stream":
-                parts.append(output.text)
-            elif output.output_type in ("display_data", "execute_result"):
-                parts += [output.data.get("text/plain", ""), output.data.get("text/html", "")]
-        texts.append("\n".join(parts))
+    texts = [outputs_text(cell.outputs) for cell in nb.cells]
     return texts, nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
 
 
