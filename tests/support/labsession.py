@@ -84,11 +84,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_settings(settings: Path) -> None:
+def write_settings(settings: Path, language: str | None = None) -> None:
     # No "get notified about Jupyter news?" toast over the cells (and no request for it).
     notification = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
     notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    if language:
+        # As a user's Settings > Language menu leaves it (the language pack must be installed: zh_CN's is in the
+        # test extra, jupyterlab-language-pack-zh-CN).
+        chosen = settings / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
+        chosen.parent.mkdir(parents=True, exist_ok=True)
+        chosen.write_text(json.dumps({"locale": language}))
 
 
 class Lab:
@@ -102,8 +108,10 @@ class Lab:
     """
 
     def __init__(self, extra_env: dict[str, str] | None = None, *, start_timeout: float = 90,
-                 extra_args: list[str] | None = None, base_url: str = "/", prefix: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, base_url: str = "/", prefix: list[str] | None = None,
+                 language: str | None = None) -> None:
         self.extra_env = dict(extra_env or {})
+        self.language = language  # JupyterLab's display language ("zh_CN"), as its settings hold it; None: English
         # A command the server runs under, e.g. `unshare --pid --fork --mount-proc` (a PID namespace of its own, as a
         # container gives). ``server`` is then that command's process, and the server is stopped through its
         # process group: unshare blocks SIGTERM rather than pass it on.
@@ -136,7 +144,7 @@ class Lab:
         for path in dirs.values():
             path.mkdir()
         self.root = dirs["root"]
-        write_settings(dirs["settings"])
+        write_settings(dirs["settings"], self.language)
         env = {k: v for k, v in os.environ.items() if k not in _NOT_A_USERS_ENV}
         env.update(JUPYTER_CONFIG_DIR=str(dirs["config"]), JUPYTER_DATA_DIR=str(dirs["data"]),
                    JUPYTER_RUNTIME_DIR=str(dirs["runtime"]), IPYTHONDIR=str(dirs["ipython"]),
