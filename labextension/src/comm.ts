@@ -19,6 +19,7 @@ import {
   Validated,
   Words
 } from './model';
+import { currentLanguage } from './request';
 
 export type { LinkStatus };
 
@@ -258,7 +259,9 @@ export class NotebookLink {
     this._setStatus('connecting');
     try {
       // Canceled (the future rejects) when the kernel restarts before it is handled: nothing to do then.
-      comm.open(COMM_OPEN_DATA).done.catch(() => undefined);
+      // JupyterLab's language: the kernel's words and messages (its refusals too) follow it from now on.
+      const language = currentLanguage();
+      comm.open(language ? { ...COMM_OPEN_DATA, language } : COMM_OPEN_DATA).done.catch(() => undefined);
     } catch (error) {
       console.warn('tfgpu_magic: cannot open the kernel comm', error);
       this._comm = null;

@@ -23,7 +23,7 @@ import { gpuIcon } from './icon';
 import { hasSettings } from './model';
 import { oomRendererFactory } from './oomcard';
 import { browserStorage } from './render';
-import { requestAPI } from './request';
+import { requestAPI, setLanguage } from './request';
 import { watchSavedPanels } from './savedpanel';
 import { GpuStatusItem } from './statusbar';
 import { GpuSidebar } from './widget';
@@ -57,6 +57,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     rendermime: IRenderMimeRegistry | null
   ): void => {
     const trans = (translator ?? nullTranslator).load(TRANSLATION_DOMAIN);
+    setLanguage(translator?.languageCode); // the server's words and the kernels' messages in JupyterLab's language
     if (tracker) {
       watchSavedPanels(tracker); // a saved live panel says what it was where its widget cannot be drawn
     }

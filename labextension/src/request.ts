@@ -1,7 +1,23 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { API_NAMESPACE, REQUEST_TIMEOUT_MS } from './constants';
+import { API_GPUS, API_NAMESPACE, REQUEST_TIMEOUT_MS } from './constants';
+
+/** The language JupyterLab shows (the translator's `languageCode`, "zh-CN"); "" until the plugin says it. */
+let language = '';
+
+/**
+ * Set once by the plugin from the translator: the server's `words` (GET tfgpu/api/gpus) and the kernel's messages
+ * (the comm's opening, comm.ts) then come in this language rather than the server's or kernel's locale.
+ */
+export function setLanguage(code: string | null | undefined): void {
+  language = typeof code === 'string' ? code : '';
+}
+
+/** The language the server and the kernel are asked to answer in ("" : theirs). */
+export function currentLanguage(): string {
+  return language;
+}
 
 /**
  * Call the tfgpu_magic server extension: `endPoint` below `<base url>/tfgpu/api/`.
@@ -19,6 +35,9 @@ export async function requestAPI<T>(
   query: Record<string, string> = {}
 ): Promise<T> {
   const settings = ServerConnection.makeSettings();
+  if (language && endPoint === API_GPUS && !('language' in query)) {
+    query = { ...query, language };
+  }
   const search = Object.keys(query).length ? URLExt.objectToQueryString(query) : '';
   const url = URLExt.join(settings.baseUrl, ...API_NAMESPACE, endPoint) + search;
 

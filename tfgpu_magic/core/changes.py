@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from . import settings as registry
+from .i18n import _
 from .plan import PlanError, parse_index, shown
 from .settings.base import ArgParser, Change, Once, keyword_text
 
@@ -44,7 +45,8 @@ def parse_change(line: str) -> Change:
     words = line.split()
     name = words[0].lower() if words else ""
     if name not in registry.names():
-        raise PlanError(f"tfgpu: {shown(name or line)} is not a setting; valid: {', '.join(registry.names())}")
+        raise PlanError("tfgpu: " + _("{name} is not a setting; valid: {names}").format(
+            name=shown(name or line), names=", ".join(registry.names())))
     return from_args(name, parsers()[name].parse_args(words[1:]), f"%tfgpu {line.strip()}")
 
 
@@ -58,18 +60,20 @@ def from_keywords(gpu=None, **keywords) -> list[Change]:
     unknown = [k for k in keywords if k not in options and k not in registry.names()]
     if unknown:
         valid = ", ".join([*registry.names(), "gpu", *options])
-        raise PlanError(f"configure() got an unknown keyword {shown(unknown[0])}; valid: {valid}")
+        raise PlanError(_("configure() got an unknown keyword {keyword}; valid: {valid}").format(
+            keyword=shown(unknown[0]), valid=valid))
     gpu_text = None if gpu is None else keyword_text(gpu)
     if gpu_text is not None:
         parse_index(gpu_text)  # a bad --gpu is said first, whatever else is wrong
     for option, owner in options.items():
         if keywords.get(option) is not None and keywords.get(owner.name) is None:
             together = ", ".join(f"{o}=..." for o in owner.options)
-            raise PlanError(f"{' and '.join(owner.options)} go with {owner.name}, like "
-                            f"configure({owner.name}=..., {together})")
+            raise PlanError(_("{options} go with {setting}, like {example}").format(
+                options=" and ".join(owner.options), setting=owner.name,
+                example=f"configure({owner.name}=..., {together})"))
     changes = [setting.from_keyword(keywords[setting.name], gpu_text,
                                     {option: keywords.get(option) for option in setting.options})
                for setting in settings if keywords.get(setting.name) is not None]
     if not changes:
-        raise PlanError(f"configure() needs at least one of {', '.join(registry.names())}")
+        raise PlanError(_("configure() needs at least one of {names}").format(names=", ".join(registry.names())))
     return changes

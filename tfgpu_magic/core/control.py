@@ -22,6 +22,7 @@ from . import no_gpu
 from . import nvml as nvml_module
 from . import settings as registry
 from .assignment import Assignment, Given, start_environment
+from .i18n import _
 from .importguard import importing_tensorflow_elsewhere
 from .numbering import cuda_order
 from .plan import FIRST_LINE, Plan, PlanError
@@ -179,8 +180,8 @@ class Controller:
                 setting.without_tensorflow_detail(env), said))), note
         if state < TFState.IMPORTED:
             self._commit(new_plan, env)
-            waits = "applied when TensorFlow is imported" + (
-                " (it is not installed)" if state is TFState.NOT_INSTALLED else "")
+            waits = (_("applied when TensorFlow is imported (it is not installed)") if state is TFState.NOT_INSTALLED
+                     else _("applied when TensorFlow is imported"))
             return self._record(Outcome(change.setting, Status.PENDING, joined(waits, said))), note
         read = {name: self.environ.get(name) for name in env}
         wanted = env
@@ -241,17 +242,18 @@ class Controller:
         deadline = time.monotonic() + IMPORT_WAIT_S
         while self.probe().state is TFState.IMPORTING and importing_tensorflow_elsewhere():
             if time.monotonic() > deadline:
-                raise PlanError(f"TensorFlow's import in another thread has not finished after {IMPORT_WAIT_S:.0f} s; "
-                                "try again once `import tensorflow` has returned")
+                raise PlanError(_("TensorFlow's import in another thread has not finished after {seconds} s; try "
+                                  "again once `import tensorflow` has returned").format(seconds=f"{IMPORT_WAIT_S:.0f}"))
             time.sleep(0.01)
 
     def _error(self, change: Change, outcome: Outcome) -> PlanError:
         command = change.command or f"%tfgpu {change.setting} ..."
         if outcome.status is Status.REFUSED:
-            return too_late(command, "TensorFlow's runtime has started")
+            return too_late(command, _("TensorFlow's runtime has started"))
         if outcome.status is Status.NO_DEVICE:
-            return PlanError(f"{outcome.detail}; pick a GPU TensorFlow can see (`%tfgpu devices` lists them)")
-        return PlanError(f"TensorFlow refused `{command}`: {outcome.detail}")
+            return PlanError(_("{detail}; pick a GPU TensorFlow can see (`%tfgpu devices` lists them)").format(
+                detail=outcome.detail))
+        return PlanError(_("TensorFlow refused `{command}`: {detail}").format(command=command, detail=outcome.detail))
 
     # -- GPUs: inventory, the given set ---------------------------------------------------------
     def _check_inventory(self, setting, change: Change, value, snap: nvml_module.NvmlSnapshot, plan: Plan) -> str:
@@ -275,10 +277,11 @@ class Controller:
         setting = setting or registry.setting_of(change)
         named = setting.named_gpus(change, value)
         if given.error is not None and (named or setting.needs_given):
-            raise PlanError(f"`{change.command}` refused: {given.error}")
+            raise PlanError(_("`{command}` refused: {why}").format(command=change.command, why=given.error))
         for index in named:
             if not given.allows(index):
-                raise PlanError(f"`{change.command}` refused: {given.refusal(f'GPU {index}')}")
+                raise PlanError(_("`{command}` refused: {why}").format(command=change.command,
+                                                                       why=given.refusal(f"GPU {index}")))
 
     # -- environment -----------------------------------------------------------------------------
     def saved_env_has(self, name: str) -> bool:
@@ -346,7 +349,7 @@ class Controller:
             said = outcome.detail and outcome.status not in (Status.NO_GPU, Status.UNCHANGED)
             detail = f" ({outcome.detail})" if said else ""
             no_gpu_said = no_gpu_said or outcome.status is Status.NO_GPU
-            parts.append(f"{setting} {' '.join(values)}: {outcome.status.value}{detail}")
+            parts.append(f"{setting} {' '.join(values)}: {outcome.status.said}{detail}")
         head = "tfgpu: at `import tensorflow`:"
         line = f"{head} {'; '.join(parts)}"
         lines = [line] if len(line) <= FIRST_LINE else [head, *(f"  {part}" for part in parts)]
@@ -365,7 +368,7 @@ class Controller:
     def _reset(self) -> list[str]:
         state = self.probe().state
         if state < TFState.IMPORTED:
-            dropped = [name for name, _ in registry.describe(self.plan)]
+            dropped = [name for name, _value in registry.describe(self.plan)]
             self.plan = Plan()
             self.outcomes.clear()
             self.restore_env(self._saved_env)
@@ -434,7 +437,7 @@ class Controller:
         rows = []
         with self._lock:
             for name, asked in registry.describe(self.plan):
-                key, _, gpu = name.partition("[")
+                key, _sep, gpu = name.partition("[")
                 outcome = self.outcomes.get(key)
                 gpu = gpu.rstrip("]")
                 detail = "" if outcome is None else outcome.detail_for(int(gpu)) if gpu.isdigit() else outcome.detail

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import saved
+from .i18n import _
 from .inputs import short_repr
 
 SECTIONS = ("kernel", "gpus", "memory", "history", "cells", "placement", "error")
@@ -58,8 +59,8 @@ def check_interval(value: Any) -> float:
         with contextlib.suppress(ValueError, OverflowError):
             seconds = float(value)
     if not (MIN_INTERVAL <= seconds <= MAX_INTERVAL):
-        raise ValueError(f"tfgpu: bad refresh interval {short_repr(value)}: expected seconds, from {MIN_INTERVAL} to "
-                         f"{MAX_INTERVAL:g}")
+        raise ValueError("tfgpu: " + _("bad refresh interval {value}: expected seconds, from {low} to {high}").format(
+            value=short_repr(value), low=MIN_INTERVAL, high=f"{MAX_INTERVAL:g}"))
     return seconds
 
 
@@ -71,8 +72,9 @@ def check_pause_after(value: Any) -> float:
         with contextlib.suppress(ValueError, OverflowError):
             seconds = float(value)
     if not (0 <= seconds <= MAX_PAUSE_AFTER):  # nan and inf fail here too
-        raise ValueError(f"tfgpu: bad idle pause {short_repr(value)}: expected seconds without a cell before the live "
-                         f"views pause, from 0 (never pause) to {MAX_PAUSE_AFTER:.0f} (30 days)")
+        raise ValueError("tfgpu: " + _("bad idle pause {value}: expected seconds without a cell before the live views "
+                                       "pause, from 0 (never pause) to {high} (30 days)").format(
+                                           value=short_repr(value), high=f"{MAX_PAUSE_AFTER:.0f}"))
     return seconds
 
 

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .i18n import _, ngettext
 from .inputs import printable
 from .numbering import read_entries
 
@@ -69,7 +70,8 @@ def fix_build() -> str:
     first = [name for name in _CPU_ONLY_DISTRIBUTIONS if _installed(name)]
     if first and _installed("tensorflow"):
         first.append("tensorflow")
-    return f"pip uninstall -y {' '.join(first)}, then {FIX_BUILD}" if first else FIX_BUILD
+    return _("{uninstall}, then {install}").format(uninstall=f"pip uninstall -y {' '.join(first)}",
+                                                   install=FIX_BUILD) if first else FIX_BUILD
 
 
 def installed_build_info() -> dict | None:
@@ -117,17 +119,20 @@ def cpu_only_words() -> str:
     """What a CPU-only build means for the user, and the commands that change it: "tensorflow-cpu 2.21.0 is a
     CPU-only build; for GPUs: pip uninstall -y tensorflow-cpu, then pip install 'tensorflow[and-cuda]', then restart
     the kernel"."""
-    which = distribution() or "this TensorFlow"
-    return f"{which} is a CPU-only build; for GPUs: {fix_build()}, then restart the kernel"
+    which = distribution() or _("this TensorFlow")
+    # "then restart the kernel" as render/shell_words.py finds it, in either language.
+    return _("{which} is a CPU-only build; for GPUs: {fix}, then restart the kernel").format(which=which,
+                                                                                            fix=fix_build())
 
 
 def _gpus(count: int) -> str:
-    return f"{count} GPU{'s' if count != 1 else ''}"
+    return ngettext("{count} GPU", "{count} GPUs", count).format(count=count)
 
 
 def will_list_none(gpus_listed: int) -> str:
     """The sentence before the import for a CPU-only build beside ``gpus_listed`` GPUs NVML lists: it will name none."""
-    return f"TensorFlow will list none of the {_gpus(gpus_listed)} NVML lists: {cpu_only_words()}"
+    return _("TensorFlow will list none of the {gpus} NVML lists: {why}").format(gpus=_gpus(gpus_listed),
+                                                                                 why=cpu_only_words())
 
 
 def _hides_all(value: str) -> bool:
@@ -138,16 +143,17 @@ def _hides_all(value: str) -> bool:
 
 def reason(tf: Any, environ: Mapping[str, str], gpus_listed: int) -> str:
     """The sentence for a TensorFlow that lists no GPU while NVML lists ``gpus_listed``."""
-    head = f"TensorFlow sees none of the {_gpus(gpus_listed)} NVML lists"
+    head = _("TensorFlow sees none of the {gpus} NVML lists").format(gpus=_gpus(gpus_listed))
     info = _build_info(tf)
     if cpu_only(tf):
         return f"{head}: {cpu_only_words()}"
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and _hides_all(visible):
-        return (f"{head}: CUDA_VISIBLE_DEVICES={printable(visible)!r} hides them from CUDA; `%tfgpu visible all` "
-                "before TensorFlow is imported (or restart the kernel without it)")
+        return _("{head}: CUDA_VISIBLE_DEVICES={value} hides them from CUDA; `%tfgpu visible all` before TensorFlow "
+                 "is imported (or restart the kernel without it)").format(head=head, value=repr(printable(visible)))
     cuda = info.get("cuda_version")
-    needs = f" (this TensorFlow is built for CUDA {cuda}; `nvidia-smi` shows the newest CUDA the driver supports)" \
-        if cuda else ""
-    return (f"{head}: CUDA did not start in TensorFlow; its log at `import tensorflow` says why (`%tfgpu log` shows "
-            f"it): often a driver too old for its CUDA{needs}, or CUDA libraries missing ({FIX_BUILD})")
+    needs = _(" (this TensorFlow is built for CUDA {cuda}; `nvidia-smi` shows the newest CUDA the driver supports)"
+              ).format(cuda=cuda) if cuda else ""
+    return _("{head}: CUDA did not start in TensorFlow; its log at `import tensorflow` says why (`%tfgpu log` shows "
+             "it): often a driver too old for its CUDA{needs}, or CUDA libraries missing ({fix})").format(
+                 head=head, needs=needs, fix=FIX_BUILD)

@@ -11,16 +11,17 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
+from .i18n import N_, _
 from .inputs import OFF_WORDS, ON_WORDS, shown, whole_number
 
 ALL = "all"  # key of a limit / virtual split that applies to every visible GPU
 
-SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%"
-ABSOLUTE_SIZE_FORMS = "a size like 1024 (MiB), 512MiB, 1.5GB or 2GiB"
-VISIBLE_FORMS = "0, 1,3, all, none, auto, auto:N or a MIG device (MIG-5e8b...)"
+SIZE_FORMS = N_("a size like 1024 (MiB), 512MiB, 1.5GB, 2GiB or 40%")  # translated where said (core/i18n.py)
+ABSOLUTE_SIZE_FORMS = N_("a size like 1024 (MiB), 512MiB, 1.5GB or 2GiB")
+VISIBLE_FORMS = N_("0, 1,3, all, none, auto, auto:N or a MIG device (MIG-5e8b...)")
 # NVIDIA's MIG user guide (CUDA 11 and 12): a CUDA process enumerates one MIG device, whatever number it is given.
-MIG_ONE = ("a CUDA process uses one MIG device (NVIDIA's MIG user guide, for CUDA 11 and 12: it enumerates only "
-           "the first), so give one MIG device alone, or whole GPUs")
+MIG_ONE = N_("a CUDA process uses one MIG device (NVIDIA's MIG user guide, for CUDA 11 and 12: it enumerates only "
+             "the first), so give one MIG device alone, or whole GPUs")
 
 # Bounds that keep every number a plain int that TensorFlow, CUDA and the exported code can hold. No GPU
 # comes near 16 TiB.
@@ -59,12 +60,14 @@ _UNITS_MIB = {"": 1, "m": 1, "mb": 1, "mib": 1, "g": 1024, "gb": 1024, "gib": 10
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*|%)\s*$")
 
 
-def parse_size(text: str, *, allow_percent: bool = True, what: str = "size") -> int | Percent:
-    """``1024`` (MiB), ``512MiB``, ``1.5GB``, ``2GiB``, ``40%`` -> MiB (int) or Percent."""
-    forms = SIZE_FORMS if allow_percent else ABSOLUTE_SIZE_FORMS
+def parse_size(text: str, *, allow_percent: bool = True, what: str = "") -> int | Percent:
+    """``1024`` (MiB), ``512MiB``, ``1.5GB``, ``2GiB``, ``40%`` -> MiB (int) or Percent. ``what``: a setting's
+    name as typed, or words already translated."""
+    what = what or _("size")
+    forms = _(SIZE_FORMS if allow_percent else ABSOLUTE_SIZE_FORMS)
     m = _SIZE_RE.match(text or "")
     if not m:
-        raise PlanError(f"bad {what} {shown(text)}: expected {forms}")
+        raise PlanError(_("bad {what} {value}: expected {forms}").format(what=what, value=shown(text), forms=forms))
     # Decimal holds any number of digits exactly (no float overflow, no int-conversion limit), given the
     # precision for them: its default 28 digits would round 0.999... MiB up to 1.
     with localcontext() as context:
@@ -77,20 +80,23 @@ def _size_in_mib(number: Decimal, unit_text: str, text: str, what: str, allow_pe
     unit = unit_text.lower()
     if unit == "%":
         if not allow_percent:
-            raise PlanError(f"bad {what} {shown(text)}: a percentage is not allowed here; give {forms}")
+            raise PlanError(_("bad {what} {value}: a percentage is not allowed here; give {forms}").format(
+                what=what, value=shown(text), forms=forms))
         if not 0 < number <= 100:
-            raise PlanError(f"bad {what} {shown(text)}: a percentage must be above 0 and at most 100")
+            raise PlanError(_("bad {what} {value}: a percentage must be above 0 and at most 100").format(
+                what=what, value=shown(text)))
         return Percent(float(number))
     if unit not in _UNITS_MIB:
-        raise PlanError(f"bad {what} {shown(text)}: unknown unit {shown(unit_text)}; use MiB, MB, GiB or GB"
-                        + (" (or %)" if allow_percent else ""))
+        units = _("MiB, MB, GiB or GB (or %)") if allow_percent else _("MiB, MB, GiB or GB")
+        raise PlanError(_("bad {what} {value}: unknown unit {unit}; use {units}").format(
+            what=what, value=shown(text), unit=shown(unit_text), units=units))
     exact = number * _UNITS_MIB[unit]
     if exact > MAX_SIZE_MIB:
-        raise PlanError(f"bad {what} {shown(text)}: more than any GPU has (the most tfgpu takes is "
-                        f"{format_mib(MAX_SIZE_MIB)}); give {forms}")
+        raise PlanError(_("bad {what} {value}: more than any GPU has (the most tfgpu takes is {most}); give {forms}"
+                          ).format(what=what, value=shown(text), most=format_mib(MAX_SIZE_MIB), forms=forms))
     mib = math.floor(exact)
     if mib < 1:
-        raise PlanError(f"bad {what} {shown(text)}: it must be at least 1 MiB")
+        raise PlanError(_("bad {what} {value}: it must be at least 1 MiB").format(what=what, value=shown(text)))
     return mib
 
 
@@ -136,11 +142,11 @@ class VisibleSpec:
         return ",".join(map(str, self.indices)) if self.indices else "none"
 
 
-def parse_index(text: str, *, what: str = "GPU index") -> int:
+def parse_index(text: str, *, what: str = "") -> int:
     index = whole_number(text)
     if index is None:
-        raise PlanError(f"bad {what} {shown(text)}: expected a physical GPU index like 0 or 2 "
-                        "(as nvidia-smi numbers them)")
+        raise PlanError(_("bad {what} {value}: expected a physical GPU index like 0 or 2 (as nvidia-smi numbers them)"
+                          ).format(what=what or _("GPU index"), value=shown(text)))
     return index
 
 
@@ -153,22 +159,24 @@ def parse_visible(text: str) -> VisibleSpec:
     if t == "auto" or t.startswith("auto:"):
         n = whole_number(t.partition(":")[2] or "1", low=1)
         if n is None:
-            raise PlanError(f"bad GPU count in {shown(text)}: auto:N needs N of 1 or more, like auto:2")
+            raise PlanError(_("bad GPU count in {value}: auto:N needs N of 1 or more, like auto:2").format(
+                value=shown(text)))
         return VisibleSpec(auto=n)
     if "mig-" in t:
         entries = [e.strip() for e in (text or "").split(",")]
         if len(entries) > 1:
-            raise PlanError(f"bad GPU list {shown(text)}: {MIG_ONE}")
+            raise PlanError(_("bad GPU list {value}: {why}").format(value=shown(text), why=_(MIG_ONE)))
         if not re.fullmatch(r"(?i)MIG-[0-9a-f-]+|MIG-GPU-[0-9a-f-]+/\d+/\d+", entries[0]):
-            raise PlanError(f"bad MIG device {shown(text)}: expected a MIG UUID like MIG-5e8b9c1d (or a unique "
-                            "prefix), as `%tfgpu devices` lists them")
+            raise PlanError(_("bad MIG device {value}: expected a MIG UUID like MIG-5e8b9c1d (or a unique prefix), as "
+                              "`%tfgpu devices` lists them").format(value=shown(text)))
         return VisibleSpec(mig=(entries[0],))
     parts = [whole_number(p) for p in t.split(",")]
     if not t or None in parts:
-        raise PlanError(f"bad GPU list {shown(text)}: expected {VISIBLE_FORMS}")
+        raise PlanError(_("bad GPU list {value}: expected {forms}").format(value=shown(text), forms=_(VISIBLE_FORMS)))
     indices = tuple(parts)
     if len(set(indices)) != len(indices):
-        raise PlanError(f"bad GPU list {shown(text)}: a GPU is listed twice; list each physical index once")
+        raise PlanError(_("bad GPU list {value}: a GPU is listed twice; list each physical index once").format(
+            value=shown(text)))
     return VisibleSpec(indices=indices)
 
 
@@ -178,7 +186,7 @@ def parse_on_off(text: str, *, what: str) -> bool:
         return True
     if t in OFF_WORDS:
         return False
-    raise PlanError(f"bad value {shown(text)} for {what}: expected on or off")
+    raise PlanError(_("bad value {value} for {what}: expected on or off").format(value=shown(text), what=what))
 
 
 def parse_virtual(text: str) -> tuple[int | Percent, ...]:
@@ -188,38 +196,44 @@ def parse_virtual(text: str) -> tuple[int | Percent, ...]:
     if m:
         count = whole_number(m.group(1), low=1, high=MAX_VIRTUAL)
         if count is None:
-            raise PlanError(f"bad virtual GPU count {shown(m.group(1))} in {shown(text)}: use 1 to {MAX_VIRTUAL}, "
-                            "like 2x2GB")
-        sizes = (parse_size(m.group(2), what="virtual GPU size"),) * count
+            raise PlanError(_("bad virtual GPU count {count} in {value}: use 1 to {most}, like 2x2GB").format(
+                count=shown(m.group(1)), value=shown(text), most=MAX_VIRTUAL))
+        sizes = (parse_size(m.group(2), what=_("virtual GPU size")),) * count
     elif not t:
-        raise PlanError("virtual needs NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off")
+        raise PlanError(_("virtual needs NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off"))
     else:
         parts = t.split(",")
         if len(parts) > MAX_VIRTUAL:  # the same bound as NxSIZE, checked before parsing thousands of sizes
-            raise PlanError(f"bad virtual split {shown(text)}: {len(parts):,} virtual GPUs; use 1 to {MAX_VIRTUAL}")
+            raise PlanError(_("bad virtual split {value}: {count} virtual GPUs; use 1 to {most}").format(
+                value=shown(text), count=f"{len(parts):,}", most=MAX_VIRTUAL))
         try:
-            sizes = tuple(parse_size(p, what="virtual GPU size") for p in parts)
+            sizes = tuple(parse_size(p, what=_("virtual GPU size")) for p in parts)
         except PlanError as err:
             why = str(err)[7:]
-            if ": expected " in why:  # not a size at all: the forms virtual takes, instead of a size's
-                why = f"{why.partition(': expected ')[0]}: virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off"
+            expected = _(": expected ")  # the same words as parse_size's, in the language now in force
+            if expected in why:  # not a size at all: the forms virtual takes, instead of a size's
+                why = _("{bad}: virtual takes NxSIZE (2x2GB), SIZE,SIZE,... (1GB,3GB) or off").format(
+                    bad=why.partition(expected)[0])
             raise PlanError(why) from None
     if not has_percent(sizes) and sum(sizes) > MAX_SIZE_MIB:
-        raise PlanError(f"bad virtual split {shown(text)}: {format_mib(sum(sizes))} in all is more than any GPU has")
+        raise PlanError(_("bad virtual split {value}: {total} in all is more than any GPU has").format(
+            value=shown(text), total=format_mib(sum(sizes))))
     if has_percent(sizes) and sum(s.value for s in sizes if isinstance(s, Percent)) > 100:
-        raise PlanError(f"bad virtual split {shown(text)}: the percentages add up to more than 100%")
+        raise PlanError(_("bad virtual split {value}: the percentages add up to more than 100%").format(
+            value=shown(text)))
     return sizes
 
 
 def parse_count(text: str, *, what: str, maximum: int = 256) -> int:
     count = whole_number(text or "", low=1, high=maximum)
     if count is None:
-        raise PlanError(f"bad {what} {shown(text)}: expected a whole number from 1 to {maximum}")
+        raise PlanError(_("bad {what} {value}: expected a whole number from 1 to {most}").format(
+            what=what, value=shown(text), most=maximum))
     return count
 
 
 def gpu_key(gpu: int | str) -> str:
-    return "every visible GPU" if gpu == ALL else f"GPU {gpu}"
+    return _("every visible GPU") if gpu == ALL else f"GPU {gpu}"
 
 
 class Plan:

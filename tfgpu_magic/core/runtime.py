@@ -165,16 +165,21 @@ def _run_import_hooks(tf) -> None:
 
 
 class Status(enum.Enum):
-    """What became of a setting; the value is its words (core/words.py), the name its key in the data."""
+    """What became of a setting; the value is its English words (core/words.py), the name its key in the data;
+    ``said`` is its words in the language in force (core/i18n.py), read when shown, never fixed at import."""
 
-    APPLIED = words.setting_state("applied")
-    PENDING = words.setting_state("pending")
-    UNCHANGED = words.setting_state("unchanged")
-    REFUSED = words.setting_state("refused")
-    NO_DEVICE = words.setting_state("no_device")
-    NO_GPU = words.setting_state("no_gpu")
-    FAILED = words.setting_state("failed")
-    NOTEBOOK = words.setting_state("notebook")  # what TensorFlow has, set by the notebook's own tf.config call
+    APPLIED = words.SETTING_STATES["applied"][0]
+    PENDING = words.SETTING_STATES["pending"][0]
+    UNCHANGED = words.SETTING_STATES["unchanged"][0]
+    REFUSED = words.SETTING_STATES["refused"][0]
+    NO_DEVICE = words.SETTING_STATES["no_device"][0]
+    NO_GPU = words.SETTING_STATES["no_gpu"][0]
+    FAILED = words.SETTING_STATES["failed"][0]
+    NOTEBOOK = words.SETTING_STATES["notebook"][0]  # what TensorFlow has, set by the notebook's own tf.config call
+
+    @property
+    def said(self) -> str:
+        return words.setting_state(self.name.lower())
 
 
 @dataclass(frozen=True)

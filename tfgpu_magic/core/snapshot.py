@@ -15,6 +15,7 @@ from typing import Any
 from . import words
 from .assignment import gpus_text
 from .control import Controller, default_controller
+from .i18n import N_, _
 from .no_gpu import reason as no_gpu_reason
 from .no_gpu import will_list_none
 from .numbering import cuda_order, tf_names
@@ -26,15 +27,15 @@ from .version import SNAPSHOT_SCHEMA, __version__
 from .waiting import claims_by_index, gpu_key
 
 STATE_NOTES = {
-    TFState.NOT_INSTALLED: "GPUs, their processes and `visible` work without it; for the TensorFlow settings, "
-                           "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)",
-    TFState.NOT_IMPORTED: "not imported yet: settings wait and take effect at `import tensorflow`",
-    TFState.IMPORTING: "being imported (in another thread): settings asked now wait until the import has finished",
-    TFState.IMPORTED: "imported, runtime not started: every setting can still change",
-    TFState.ENUMERATED: "devices listed, runtime not started: CUDA_VISIBLE_DEVICES is read, tf.config settings "
-                        "can still change",
-    TFState.INITIALIZED: "runtime initialized: visible devices, memory growth, limits and the CPU split are fixed "
-                         "until the kernel restarts",
+    TFState.NOT_INSTALLED: N_("GPUs, their processes and `visible` work without it; for the TensorFlow settings, "
+                           "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu)"),
+    TFState.NOT_IMPORTED: N_("not imported yet: settings wait and take effect at `import tensorflow`"),
+    TFState.IMPORTING: N_("being imported (in another thread): settings asked now wait until the import has finished"),
+    TFState.IMPORTED: N_("imported, runtime not started: every setting can still change"),
+    TFState.ENUMERATED: N_("devices listed, runtime not started: CUDA_VISIBLE_DEVICES is read, tf.config settings "
+                        "can still change"),
+    TFState.INITIALIZED: N_("runtime initialized: visible devices, memory growth, limits and the CPU split are fixed "
+                         "until the kernel restarts"),
 }
 
 
@@ -125,7 +126,7 @@ class Snapshot:
             "tensorflow": {
                 "state": self.tf_state.name.lower(),
                 "version": self.tf_version,
-                "note": STATE_NOTES[self.tf_state],
+                "note": _(STATE_NOTES[self.tf_state]),  # a sentence for people: the sidebar shows it
                 "physical_devices": to_jsonable(self.physical_devices),
                 "logical_devices": to_jsonable(self.logical_devices),
                 "memory": to_jsonable(self.memory),
@@ -150,7 +151,7 @@ class Snapshot:
 
     @property
     def state_note(self) -> str:
-        return STATE_NOTES[self.tf_state]
+        return _(STATE_NOTES[self.tf_state])
 
 
 def take(controller: Controller | None = None, *, list_devices: bool = False, nvml: NvmlSnapshot | None = None,
@@ -229,8 +230,10 @@ def _numbering(environ, snap: NvmlSnapshot, order: list[int] | None) -> dict:
     note = ""
     models = {g.name for g in snap.gpus if isinstance(g.name, str)}
     if device_order != "PCI_BUS_ID" and len(models) > 1:
-        note = (f"CUDA_DEVICE_ORDER is {device_order or 'unset (FASTEST_FIRST)'}: with mixed GPU models CUDA, and so "
-                "TensorFlow, may number them differently from nvidia-smi; `%tfgpu visible` sets PCI_BUS_ID")
+        # Its fix as its own words: render/shell_words.py says it for a shell, in either language.
+        note = _("CUDA_DEVICE_ORDER is {order}: with mixed GPU models CUDA, and so TensorFlow, may number them "
+                 "differently from nvidia-smi; {fix}").format(order=device_order or _("unset (FASTEST_FIRST)"),
+                                                             fix=_("`%tfgpu visible` sets PCI_BUS_ID"))
     return {"cuda_device_order": device_order, "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES"),
             "cuda_order": order, "note": note}
 
@@ -245,10 +248,11 @@ def _kernel_gpu_memory(snap: NvmlSnapshot, names: dict[int, str], memory) -> tup
         return tuple(own)
     # NVML does not list this process (containers report host PIDs, or no NVML at all): fall back
     # to what TensorFlow's own allocator holds, which leaves out the CUDA context.
-    why = "NVML's process list does not show this process (in a container NVML reports host PIDs)" \
-        if snap.available else "NVML is unavailable"
+    why = _("NVML's process list does not show this process (in a container NVML reports host PIDs)") \
+        if snap.available else _("NVML is unavailable")
+    note = _("{why}; the CUDA context is not counted").format(why=why)
     return tuple({"physical_index": None, "tf_name": m.device, "used_mib": round(m.current_mib, 1),
-                  "source": "tensorflow_allocator", "note": f"{why}; the CUDA context is not counted"}
+                  "source": "tensorflow_allocator", "note": note}
                  for m in memory if m.device.startswith("GPU") and m.current_mib is not None)
 
 

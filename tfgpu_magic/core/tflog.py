@@ -20,6 +20,8 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from .i18n import _, ngettext
+
 MODES = ("quiet", "all", "raw")  # quiet: fold information; all: show every line; raw: TensorFlow's own way
 SEVERITIES = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 _RANK = {"I": 0, "W": 1, "E": 2, "F": 3}
@@ -54,6 +56,17 @@ def _severity(severity: str, message: str) -> str:
 def pointed_at(line: LogLine) -> bool:
     """Information TensorFlow's guides point at ("Using MirroredStrategy with devices ..."): shown, never folded."""
     return line.severity == "I" and _POINTED_AT.match(line.message) is not None
+
+
+def _count(name: str, n: int) -> str:
+    """"1 warning", "2 errors", "6 info": one severity's count in a log block's heading."""
+    if name == "fatal":
+        return ngettext("{n} fatal", "{n} fatals", n).format(n=n)
+    if name == "error":
+        return ngettext("{n} error", "{n} errors", n).format(n=n)
+    if name == "warning":
+        return ngettext("{n} warning", "{n} warnings", n).format(n=n)
+    return _("{n} info").format(n=n)
 
 
 @dataclass(frozen=True)
@@ -123,10 +136,11 @@ class LogBlock:
         return {name: counted[name] for name in ("fatal", "error", "warning", "info") if counted[name]}
 
     def heading(self) -> str:
-        where = f"cell {self.cell}" if self.cell is not None else "this cell"
-        counts = ", ".join(f"{n} {name}{'s' if n > 1 and name != 'info' else ''}" for name, n in self.counts().items())
-        dropped = f" ({self.dropped} more not kept)" if self.dropped else ""
-        return f"TensorFlow log, {where}: {counts}{dropped}"
+        """"TensorFlow log, cell 2: 1 warning, 6 info", in the language in force (core/i18n.py)."""
+        where = _("cell {number}").format(number=self.cell) if self.cell is not None else _("this cell")
+        counts = _(", ").join(_count(name, n) for name, n in self.counts().items())
+        dropped = _(" ({n} more not kept)").format(n=self.dropped) if self.dropped else ""
+        return _("TensorFlow log, {where}: {counts}{dropped}").format(where=where, counts=counts, dropped=dropped)
 
     def shown_lines(self) -> list[LogLine]:
         return list(self.lines) if self.show_all else [ln for ln in self.lines if ln.severity != "I" or pointed_at(ln)]
@@ -137,7 +151,9 @@ class LogBlock:
         lines = [f"{self.heading()} [{SEVERITIES[self.highest]}]"]
         lines += [f"  {line.severity} {line.where}] {line.message}" for line in shown]
         if folded:
-            lines.append(f"  ({folded} info line{'s' if folded > 1 else ''} folded: `%tfgpu log` shows them)")
+            said = ngettext("{n} info line folded: `%tfgpu log` shows them",
+                            "{n} info lines folded: `%tfgpu log` shows them", folded).format(n=folded)
+            lines.append(f"  ({said})")
         return "\n".join(lines)
 
     def full_text(self) -> str:

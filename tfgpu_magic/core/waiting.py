@@ -26,33 +26,38 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import N_, _
 from .inputs import printable, shown
 from .plan import PlanError
 from .private_files import PrivateFileError, PrivateFolderError, open_private, private_folder, runtime_folder
 
 POLL_S = 1.0  # how often NVML is read while waiting; a Ctrl-C is seen within this
 MAX_WAIT_S = 7 * 24 * 3600
-DURATION_FORMS = "a duration like 30s, 10m or 2h (a bare number is seconds)"
+DURATION_FORMS = N_("a duration like 30s, 10m or 2h (a bare number is seconds)")  # translated where said
 _UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "m": 60, "min": 60, "mins": 60, "h": 3600, "hr": 3600, "hrs": 3600,
           "d": 86400}
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?|\.\d+)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_duration(text: str, *, what: str = "--wait duration") -> float:
+def parse_duration(text: str, *, what: str = "") -> float:
     """``30s``, ``10m``, ``2h``, ``1.5h``, ``45`` (seconds) -> seconds; above 0 and at most 7 days."""
+    what, value, forms = what or _("--wait duration"), shown(text), _(DURATION_FORMS)
     m = _DURATION_RE.match(text or "")
     if not m:
-        raise PlanError(f"bad {what} {shown(text)}: expected {DURATION_FORMS}")
+        raise PlanError(_("bad {what} {value}: expected {forms}").format(what=what, value=value, forms=forms))
     unit = m.group(2).lower()
     if unit not in _UNITS:
-        raise PlanError(f"bad {what} {shown(text)}: unknown unit {shown(m.group(2))}; use s, m or h")
+        raise PlanError(_("bad {what} {value}: unknown unit {unit}; use s, m or h").format(
+            what=what, value=value, unit=shown(m.group(2))))
+    too_long = _("bad {what} {value}: at most 7 days (7d); give {forms}").format(what=what, value=value, forms=forms)
     if len(m.group(1)) > 12:  # no float overflow, no thousand-digit int: nobody waits that long anyway
-        raise PlanError(f"bad {what} {shown(text)}: at most 7 days (7d); give {DURATION_FORMS}")
+        raise PlanError(too_long)
     seconds = float(m.group(1)) * _UNITS[unit]
     if not math.isfinite(seconds) or seconds > MAX_WAIT_S:
-        raise PlanError(f"bad {what} {shown(text)}: at most 7 days (7d); give {DURATION_FORMS}")
+        raise PlanError(too_long)
     if seconds <= 0:
-        raise PlanError(f"bad {what} {shown(text)}: it must be more than 0 s; give {DURATION_FORMS}")
+        raise PlanError(_("bad {what} {value}: it must be more than 0 s; give {forms}").format(
+            what=what, value=value, forms=forms))
     return seconds
 
 
@@ -286,7 +291,7 @@ def live_claims(claims: Claims, snap) -> dict[str, Claim]:
     if snap is None or not snap.available:
         return {}
     devices = {gpu_key(g): g for g in snap.gpus}
-    devices.update({m.uuid: m for _, m in snap.mig_devices() if isinstance(m.uuid, str)})
+    devices.update({m.uuid: m for _parent, m in snap.mig_devices() if isinstance(m.uuid, str)})
     out = {}
     host_pids: dict[int, int] | None = None  # read once, and only in a container (snap.pids set)
     for key, claim in claims.others(devices).items():
@@ -327,10 +332,12 @@ def wait_until(pick: Callable[[], tuple[object | None, str]], timeout_s: float, 
             if result is not None:
                 return result
             if waited >= timeout_s:
-                raise PlanError(f"{what}: nothing qualified within {format_duration(timeout_s)} ({line}); nothing "
-                                "changed; wait longer, ask for less, or name a GPU")
+                raise PlanError(_("{what}: nothing qualified within {duration} ({line}); nothing changed; wait longer, "
+                                  "ask for less, or name a GPU").format(what=what, duration=format_duration(timeout_s),
+                                                                       line=line))
             if progress is not None:
                 progress(f"tfgpu: {line}; {format_duration(waited)} of {format_duration(timeout_s)}")
             sleep(min(poll_s, max(0.0, timeout_s - waited)))
     except KeyboardInterrupt:
-        raise PlanError(f"{what}: interrupted after {format_duration(clock() - started)}; nothing changed") from None
+        raise PlanError(_("{what}: interrupted after {duration}; nothing changed").format(
+            what=what, duration=format_duration(clock() - started))) from None

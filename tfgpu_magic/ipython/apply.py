@@ -110,4 +110,4 @@ def apply(document: Any, shell: Any = None) -> Result:
 
 def _outcome_rows(pairs) -> list[dict]:
     # Each with its state's words (core/words.py): the sidebar shows an apply before its comm has opened.
-    return [{**o.to_dict(), "setting": c.setting, "asked": c.asked, "words": o.status.value} for c, o in pairs]
+    return [{**o.to_dict(), "setting": c.setting, "asked": c.asked, "words": o.status.said} for c, o in pairs]

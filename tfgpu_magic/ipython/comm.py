@@ -17,6 +17,10 @@ opening. A comm opened while the model is paused gets its state, then the ``paus
 where its page is with ``{"request": "page", "visible": true | false}`` (its answer is nothing, or the one-line
 error); a comm that has not said counts as visible, and a closed one no longer counts.
 
+The opening's data may carry ``"language"``: the one JupyterLab shows (``"zh-CN"``). From then on the kernel's words
+(the state's vocabulary, its refusals, its panel) are in it (core/i18n.py: it wins over ``TfgpuMagics.language`` and
+the locale). JupyterLab changes its language only with a reload of the page, which opens the comm again.
+
 A kernel that has not run ``%load_ext tfgpu_magic`` has no such target: ipykernel closes the comm at once,
 and the sidebar offers to load the extension.
 """
@@ -27,7 +31,7 @@ import contextlib
 import threading
 from typing import Any
 
-from ..core import words
+from ..core import i18n, words
 from ..core.inputs import short_repr, shown
 from ..core.version import COMM_PROTOCOL as PROTOCOL
 
@@ -106,6 +110,9 @@ class SidebarChannel:
             self.magics.controller.unlisten(self.refused_changed)
 
     def _opened(self, comm: Any, open_msg: dict) -> None:
+        opening = (open_msg.get("content") or {}).get("data") if isinstance(open_msg, dict) else None
+        if isinstance(opening, dict) and isinstance(opening.get("language"), str):
+            i18n.set_language(opening["language"])  # before the first state: its words are in that language
         with self._lock:
             if not self._listening:  # from the first comm on: no sidebar can be paused before (%load_ext stays cheap)
                 self.magics.controller.listen(self.refused_changed)

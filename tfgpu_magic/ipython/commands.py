@@ -20,6 +20,7 @@ from IPython.display import display
 
 from ..core import settings as registry
 from ..core.changes import from_args
+from ..core.i18n import _
 from ..core.plan import PlanError, shown
 from ..core.runtime import TFState, probe
 from . import syntax
@@ -50,13 +51,14 @@ def dispatch(ext: Extension, line: str, cell: str | None = None):
     words = line.split()
     name, argv = (words[0].lower(), words[1:]) if words else ("status", [])
     if cell is not None and name != "device":
-        raise UsageError(f"tfgpu: {shown(name)} is a line magic; only `%%tfgpu device DEVICE` takes a cell")
+        raise UsageError("tfgpu: " + _("{name} is a line magic; only `%%tfgpu device DEVICE` takes a cell").format(
+            name=shown(name)))
     if cell is None and name == "device":
-        raise UsageError("tfgpu: device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line")
+        raise UsageError("tfgpu: " + _("device runs a cell: write `%%tfgpu device /GPU:0` as the cell's first line"))
     # A setting's name routes to the one setting handler: the registry (core/settings/) says which names are settings.
     handler = ROUTES.get(name) or (setting if name in registry.names() else None)
     if handler is None:
-        raise UsageError(unknown_subcommand(name, "`%tfgpu help` explains each"))
+        raise UsageError(unknown_subcommand(name, _("`%tfgpu help` explains each")))
     call = Call(ext, name, line, argv, cell)
     if isinstance(handler, dict):
         handler, call = _word(handler, call)
@@ -74,8 +76,9 @@ def unknown_subcommand(name: str, fix: str, prefix: str = "") -> str:
     import difflib
 
     near = difflib.get_close_matches(name.lower(), syntax.SUBCOMMANDS, n=1)
-    meant = f" (did you mean {near[0]}?)" if near else ""
-    return f"tfgpu: {prefix}unknown subcommand {shown(name)}{meant}; {fix}\n  valid: {', '.join(syntax.SUBCOMMANDS)}"
+    meant = _(" (did you mean {name}?)").format(name=near[0]) if near else ""
+    first = _("unknown subcommand {name}{meant}; {fix}").format(name=shown(name), meant=meant, fix=fix)
+    return f"tfgpu: {prefix}{first}\n  " + _("valid: {names}").format(names=", ".join(syntax.SUBCOMMANDS))
 
 
 def _word(table: dict[str, Handler], call: Call) -> tuple[Handler, Call]:
@@ -84,7 +87,8 @@ def _word(table: dict[str, Handler], call: Call) -> tuple[Handler, Call]:
     word = call.argv[0].lower() if call.argv else "status"
     handler = table.get(word)
     if handler is None:
-        raise UsageError(f"tfgpu: unknown {call.name} subcommand {shown(call.argv[0])}; valid: {', '.join(table)}")
+        raise UsageError("tfgpu: " + _("unknown {command} subcommand {word}; valid: {words}").format(
+            command=call.name, word=shown(call.argv[0]), words=", ".join(table)))
     return handler, dataclasses.replace(call, name=f"{call.name} {word}", argv=call.argv[1:])
 
 
@@ -180,8 +184,8 @@ def export(call: Call) -> None:
 
 def strategy(call: Call):
     if probe().state is TFState.NOT_INSTALLED:
-        raise UsageError("tfgpu: strategy needs TensorFlow, which is not installed; "
-                         "pip install 'tfgpu_magic[tensorflow]' (or tensorflow-cpu) and restart the kernel")
+        raise UsageError("tfgpu: " + _("strategy needs TensorFlow, which is not installed; pip install "
+                                       "'tfgpu_magic[tensorflow]' (or tensorflow-cpu) and restart the kernel"))
     import tensorflow as tf
 
     gpus = tf.config.list_logical_devices("GPU")
@@ -199,14 +203,14 @@ def help_(call: Call) -> None:
         return
     name = call.args.subcommand.lower()
     if name not in syntax.SUBCOMMANDS:
-        raise UsageError(unknown_subcommand(call.args.subcommand, "`%tfgpu help` lists them", "help: "))
+        raise UsageError(unknown_subcommand(call.args.subcommand, _("`%tfgpu help` lists them"), "help: "))
     print(syntax.subcommand_help(name))
 
 
 # -- placement and the log: the placement face's own ---------------------------------------------------
-def _capture(call: Call, what: str = "placement capture is not available in this installation"):
+def _capture(call: Call, what: str = ""):
     if call.ext.placement is None:
-        raise UsageError(f"tfgpu: {what}")
+        raise UsageError(f"tfgpu: {what or _('placement capture is not available in this installation')}")
     return call.ext.placement
 
 
@@ -263,16 +267,17 @@ def device(call: Call):
 def panel(call: Call) -> None:
     ext = call.ext
     if call.argv not in ([], list(syntax.PANEL_OPTIONS)):
-        raise UsageError(f"tfgpu: panel takes nothing or --close, not {shown(' '.join(call.argv))}; "
-                         "`%tfgpu panel` shows the live panel, `%tfgpu panel --close` closes every one")
+        raise UsageError("tfgpu: " + _("panel takes nothing or --close, not {words}; `%tfgpu panel` shows the live "
+                                       "panel, `%tfgpu panel --close` closes every one").format(
+                                           words=shown(" ".join(call.argv))))
     if call.argv:
-        print(f"tfgpu: closed {ext.close_panels()} panel(s); the refresh has stopped")
+        print("tfgpu: " + _("closed {count} panel(s); the refresh has stopped").format(count=ext.close_panels()))
         return
     if getattr(getattr(ext, "shell", None), "kernel", None) is None:
         # A terminal (or any shell without a kernel) cannot show widgets: the same facts as text.
         print(snapshot(ext).to_text())
-        print("tfgpu: the live panel needs a notebook front end (JupyterLab, Notebook 7, VS Code); "
-              "this is `%tfgpu status`")
+        print("tfgpu: " + _("the live panel needs a notebook front end (JupyterLab, Notebook 7, VS Code); this is "
+                            "`%tfgpu status`"))
         return
     display(ext.shown_panel())  # a second display is a second view of the same panel
 

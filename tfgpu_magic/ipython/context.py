@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from IPython.core.error import UsageError
 
+from ..core.i18n import width
+
 if TYPE_CHECKING:
     from ..core.changes import Change
     from ..core.runtime import Outcome
@@ -39,10 +41,10 @@ FIRST_LINE = 120  # an answer's first line at most (issue 37; core.plan.FIRST_LI
 def outcome_line(command: str, outcome: Outcome) -> str:
     """"tfgpu: %tfgpu growth on: applied (detail)"; a detail that would make it longer than FIRST_LINE goes on the
     next line."""
-    line = f"tfgpu: {command}: {outcome.status.value}"
+    line = f"tfgpu: {command}: {outcome.status.said}"
     if not outcome.detail:
         return line
-    if len(line) + len(outcome.detail) + 3 <= FIRST_LINE:
+    if width(line) + width(outcome.detail) + 3 <= FIRST_LINE:  # display columns: a Chinese detail counts double
         return f"{line} ({outcome.detail})"
     return f"{line}\n  {outcome.detail}"
 

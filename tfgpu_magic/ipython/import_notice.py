@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import sys
 
-NOTICE = "tfgpu: importing TensorFlow (a few seconds) ..."
+from ..core.i18n import _
+
+NOTICE = "tfgpu: importing TensorFlow (a few seconds) ..."  # in English; said in the language in force
 
 
 class ImportNotice:
@@ -22,7 +24,8 @@ class ImportNotice:
                 and _importing():
             self.told = True
             if not self._quiet():
-                print(NOTICE, flush=True)  # flushed: a kernel sends it to the cell now, not after the import
+                # Flushed: a kernel sends it to the cell now, not after the import.
+                print("tfgpu: " + _("importing TensorFlow (a few seconds) ..."), flush=True)
         return None
 
 
@@ -30,7 +33,7 @@ def _importing() -> bool:
     """Whether an `import tensorflow` asks, not a query (importlib.util.find_spec: "is it installed?"): the import
     machinery's frame for it is up the stack (the finders may be asked through another hook's find_spec first)."""
     frame = sys._getframe(2)
-    for _ in range(12):
+    for _step in range(12):
         if frame is None:
             return False
         if frame.f_code.co_name == "_find_and_load_unlocked" and frame.f_locals.get("name") == "tensorflow":

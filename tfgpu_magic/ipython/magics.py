@@ -14,6 +14,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.text import dedent
 from traitlets import Any, observe, validate
 
+from ..core.i18n import _
 from ..core.inputs import OFF_WORDS, ON_WORDS, short_repr
 from .context import LOADED, configure
 
@@ -38,6 +39,9 @@ class TfgpuMagics(Magics):
     log_mode = Any("quiet", help="How TensorFlow's own log shows under a cell: quiet (warnings and errors shown, "
                                  "information folded), all (every line, in one block) or raw (as without tfgpu)."
                    ).tag(config=True)
+    # The sidebar's language (JupyterLab's, over the comm) wins over this; this wins over the locale (core/i18n.py).
+    language = Any("", help="The language of tfgpu's messages and panel: a code such as zh_CN or en (\"\": the "
+                   "language JupyterLab shows, else the locale's).").tag(config=True)
 
     def __init__(self, shell=None, controller=None, **kwargs):
         # Set before Magics.__init__, which loads the config and so runs the validators and observers.
@@ -98,7 +102,8 @@ class TfgpuMagics(Magics):
         return closed
 
     # -- traitlets ---------------------------------------------------------------------------------
-    @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval", "live_pause_after")
+    @validate("default_growth", "default_cpus", "quiet", "log_mode", "refresh_interval", "live_pause_after",
+              "language")
     def _check_option(self, proposal):
         """The magic's own parsing for every option, from %config or a config file alike. A bad value
         is reported in one line and the option keeps its value: the load goes on."""
@@ -109,7 +114,8 @@ class TfgpuMagics(Magics):
         except ValueError as err:
             # Validators run after traitlets stored the new value: the last good one is kept apart.
             current = self._good_options.get(name, proposal["trait"].default_value)
-            print(f"{err}; TfgpuMagics.{name} stays {current!r}", file=sys.stderr)
+            print(_("{error}; TfgpuMagics.{name} stays {value}").format(error=err, name=name, value=repr(current)),
+                  file=sys.stderr)
             return current
 
     def apply_defaults(self) -> None:
@@ -131,6 +137,12 @@ class TfgpuMagics(Magics):
     def _live_pause_after_changed(self, change):
         if self._live is not None:
             self._live.pause_after = change["new"]
+
+    @observe("language")
+    def _language_changed(self, change):
+        from ..core import i18n
+
+        i18n.set_option(change["new"])
 
     @observe("log_mode")
     def _log_mode_changed(self, change):
@@ -195,27 +207,36 @@ def _option_value(name: str, value):
 
         if isinstance(value, str) and value.strip().lower() in MODES:
             return value.strip().lower()
-        raise ValueError(f"tfgpu: bad TfgpuMagics.log_mode {short_repr(value)}: expected {', '.join(MODES)}")
+        raise ValueError("tfgpu: " + _("bad TfgpuMagics.log_mode {value}: expected {modes}").format(
+            value=short_repr(value), modes=", ".join(MODES)))
+    if name == "language":
+        # A language without a catalogue reads English, as gettext does: only a value that is no code is refused.
+        if value is None or (isinstance(value, str) and len(value) <= 40 and
+                             all(c.isalnum() or c in "_-.@" for c in value.strip())):
+            return (value or "").strip()
+        raise ValueError("tfgpu: " + _("bad TfgpuMagics.language {value}: expected a language code such as zh_CN or "
+                                       "en, or \"\" for automatic").format(value=short_repr(value)))
     if name != "default_cpus":
         text = str(value).strip().lower() if isinstance(value, (str, bool, int)) else None
         if text in ON_WORDS:
             return True
         if text in _OFF:
             return False
-        raise ValueError(f"tfgpu: bad TfgpuMagics.{name} {short_repr(value)}: expected True or False")
+        raise ValueError("tfgpu: " + _("bad TfgpuMagics.{name} {value}: expected True or False").format(
+            name=name, value=short_repr(value)))
     if value is None or value is False or (isinstance(value, str) and value.strip().lower() in _OFF) or (
             type(value) is int and value == 0):
         return 0
-    expected = "expected a whole number from 1 to 256 (0 leaves TensorFlow's default)"
     if not isinstance(value, (int, str)) or isinstance(value, bool):
-        raise ValueError(f"tfgpu: bad TfgpuMagics.default_cpus {short_repr(value)}: {expected}")
+        raise ValueError("tfgpu: " + _("bad TfgpuMagics.default_cpus {value}: expected a whole number from 1 to 256 (0 "
+                                       "leaves TensorFlow's default)").format(value=short_repr(value)))
     from ..core.plan import PlanError, parse_count
 
     text = value if isinstance(value, str) else str(value) if value.bit_length() < 64 else "a 20+ digit number"
     try:
         return parse_count(text, what="TfgpuMagics.default_cpus")
     except PlanError as err:
-        raise ValueError(f"{err} (0 leaves TensorFlow's default)") from None
+        raise ValueError(_("{error} (0 leaves TensorFlow's default)").format(error=err)) from None
 
 
 
@@ -353,6 +374,10 @@ def unload_extension(shell) -> None:
     if magics in shell.configurables:
         shell.configurables.remove(magics)
     _unregister_html_forms(shell)
+    from ..core import i18n
+
+    i18n.set_option("")  # the option and the sidebar's language went with the extension: the locale decides
+    i18n.set_language(None)
 
 
 def _drop_pending(controller) -> list[str]:

@@ -33,6 +33,7 @@ from IPython.core.error import UsageError
 from ..core import settings as registry
 from ..core import words
 from ..core.changes import parse_change
+from ..core.i18n import N_, _
 from ..core.live import LiveModel, default_model
 from ..core.plan import ALL, PlanError
 from ..core.saved import first_cell
@@ -57,7 +58,7 @@ class BareExtension:
 
 
 PLACEMENT = "placement"  # the placement log's switch: a control of the panel's own, beside the settings'
-_PLACEMENT_CONTROL = Control("placement log", "choice", ("on", "off"), "off")
+_PLACEMENT_CONTROL = Control(N_("placement log"), "choice", ("on", "off"), "off")
 
 
 def controls() -> list[tuple[str, Control]]:
@@ -68,27 +69,27 @@ def controls() -> list[tuple[str, Control]]:
 
 
 PAUSED = {  # the live model's pause reasons (core/live.PAUSE_REASONS), as the panel says them
-    "idle": "paused: the kernel is idle, so this panel sends nothing (an idle kernel can then be shut down by the "
-            "server's culler); the next cell or Resume refreshes it again",
-    "hidden": "paused: the page is hidden, so this panel sends nothing; it refreshes again when the page is shown",
+    "idle": N_("paused: the kernel is idle, so this panel sends nothing (an idle kernel can then be shut down by the "
+               "server's culler); the next cell or Resume refreshes it again"),
+    "hidden": N_("paused: the page is hidden, so this panel sends nothing; it refreshes again when the page is shown"),
 }
-FIXED = ("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
-         "them before its first operation (or `%tfgpu export` for a script).")
-NEEDS_EXTENSION = "The placement log needs the extension: `%load_ext tfgpu_magic`."
-NOT_ASKED = f"{words.setting_state('not_asked')}: TensorFlow's default"
+FIXED = N_("TensorFlow's runtime has started, so {names} are fixed until the kernel restarts: restart it and set "
+           "them before its first operation (or `%tfgpu export` for a script).")
+NEEDS_EXTENSION = N_("The placement log needs the extension: `%load_ext tfgpu_magic`.")
+NOT_ASKED = N_("TensorFlow's default")  # after the vocabulary's "not asked"
 
 
 def _not_asked(control: Control, name: str) -> str:
     if name == PLACEMENT:
         return words.setting_state("not_asked")
-    return f"{words.setting_state('not_asked')}: {control.not_asked}" if control.not_asked else NOT_ASKED
+    return f"{words.setting_state('not_asked')}: {_(control.not_asked or NOT_ASKED)}"
 
 
 # label | input | Apply, and under the input what became of it. The label column is as wide as its longest label
 # (never cut); the inputs' column is one width for all, narrower only where the panel is; what became of a setting
 # wraps under its input, so the form fits a narrow panel without cutting anything off.
 SETTINGS_COLUMNS = "max-content minmax(3em, 18em) max-content"
-TABS = ("Memory", "Devices", "Cells", "Placement", "Settings")
+TABS = (N_("Memory"), N_("Devices"), N_("Cells"), N_("Placement"), N_("Settings"))  # translated when a panel is made
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,9 @@ class Panel(widgets.VBox):
         html = {name: widgets.HTML() for name in ("header", "memory", "chart", "devices", "cells", "summary",
                                                    "records", "message", "error")}
         self._html = html
-        self._device_filter = widgets.Dropdown(options=[("every device", "")], value="", description="device",
+        self._device_filter = widgets.Dropdown(options=[(_("every device"), "")], value="", description=_("device"),
                                                layout=widgets.Layout(width="220px"))
-        self._op_filter = widgets.Text(value="", placeholder="op or op type contains", description="op",
+        self._op_filter = widgets.Text(value="", placeholder=_("op or op type contains"), description="op",
                                        continuous_update=True, layout=widgets.Layout(width="260px"))
         for control in (self._device_filter, self._op_filter):
             control.observe(self._filter_changed, names="value")
@@ -191,27 +192,27 @@ class Panel(widgets.VBox):
         html["notice"] = widgets.HTML()  # why inputs are disabled: once, for the whole tab
         cells: list[widgets.Widget] = []
         for name, control in controls():
-            cells += self._control_row(name, control.label, control.kind, control.hint, control.default)
+            cells += self._control_row(name, _(control.label), control.kind, control.hint, control.default)
         form = widgets.GridBox(cells, layout=widgets.Layout(grid_template_columns=SETTINGS_COLUMNS,
                                                             grid_gap="2px 10px", align_items="center",
                                                             width="100%", margin="4px 0"))
-        close = widgets.Button(description="Close panel", tooltip="close every view of this panel and stop its "
-                               "refresh", layout=widgets.Layout(width="auto"))
-        close.on_click(lambda _: self.close())
+        close = widgets.Button(description=_("Close panel"), tooltip=_("close every view of this panel and stop its "
+                                                                       "refresh"), layout=widgets.Layout(width="auto"))
+        close.on_click(lambda _button: self.close())
         # Shown once a setting was refused as too late (by any face): the frontend restarts and applies it.
-        self._restart = widgets.Button(description="Restart kernel and apply", button_style="danger",
-                                       tooltip="restart this kernel (its variables are lost) and apply the settings "
-                                       "asked for, the refused ones included, before anything else",
+        self._restart = widgets.Button(description=_("Restart kernel and apply"), button_style="danger",
+                                       tooltip=_("restart this kernel (its variables are lost) and apply the settings "
+                                                 "asked for, the refused ones included, before anything else"),
                                        layout=widgets.Layout(width="auto", display="none", align_self="flex-start",
                                                              margin="8px 0 0 0"))
-        self._restart.on_click(lambda _: self.restart_and_apply())
+        self._restart.on_click(lambda _button: self.restart_and_apply())
         # While paused: one line and Resume, each made once; pausing and resuming set only the box's children, so
         # each is one comm message per view.
-        resume = widgets.Button(description="Resume", tooltip="refresh this panel again (it pauses again after "
-                                "the idle time without a cell)",
+        resume = widgets.Button(description=_("Resume"), tooltip=_("refresh this panel again (it pauses again after "
+                                                                   "the idle time without a cell)"),
                                 layout=widgets.Layout(width="auto", margin="0 0 0 10px"))
-        resume.on_click(lambda _: self.resume())
-        self._paused_lines = {reason: widgets.HTML(value=live_html.message_html(text, False))
+        resume.on_click(lambda _button: self.resume())
+        self._paused_lines = {reason: widgets.HTML(value=live_html.message_html(_(text), False))
                               for reason, text in PAUSED.items()}
         self._resume = resume
         self._pause_widgets = [*self._paused_lines.values(), resume]
@@ -222,7 +223,7 @@ class Panel(widgets.VBox):
             html["cells"],
             widgets.VBox([html["summary"], widgets.HBox([self._device_filter, self._op_filter]), html["records"]]),
             widgets.VBox([html["notice"], form, self._restart, html["message"]]),
-        ], titles=TABS)
+        ], titles=[_(title) for title in TABS])
         # Hidden while the kernel lives: when it restarts, ipywidgets marks every view of this panel
         # `jupyter-widgets-disconnected` and keeps it on screen with its old figures; the rule then shows this line.
         dead = widgets.HTML(value=DEAD_NOTE_HTML, layout=widgets.Layout(margin="0"))
@@ -252,14 +253,17 @@ class Panel(widgets.VBox):
         """Two rows of the form: label, input (showing the value in force), Apply; under the input, what became of
         the setting."""
         fill = widgets.Layout(width="100%", margin="0")
+        # The label is a widget of its own (one column of the grid), so the input's own description is empty and its
+        # <label> hidden: the tooltip, which ipywidgets then puts on the <select>/<input> itself, names it for screen
+        # readers (axe's select-name).
         if kind == "text":
-            control = widgets.Text(value=default, placeholder=hint, layout=fill)
+            control = widgets.Text(value=default, placeholder=hint, layout=fill, tooltip=label)
         else:
-            control = widgets.Dropdown(options=list(hint), value=default, layout=fill)
+            control = widgets.Dropdown(options=list(hint), value=default, layout=fill, tooltip=label)
         control.observe(self._edited, names="value")
-        button = widgets.Button(description="Apply", tooltip=f"%tfgpu {name} ...",
+        button = widgets.Button(description=_("Apply"), tooltip=f"%tfgpu {name} ...",
                                 layout=widgets.Layout(width="auto", margin="0"))
-        button.on_click(lambda _, n=name: self.apply(n))
+        button.on_click(lambda _button, n=name: self.apply(n))
         # In the inputs' column only: spanning the Apply column too would widen that (max-content) column to the
         # state's whole text. grid_area, not grid_column: the frontend sets each layout property in turn, and
         # clearing the (unset) grid-area shorthand after would clear a grid-column set before it.
@@ -332,7 +336,7 @@ class Panel(widgets.VBox):
         ext = self._magics or BareExtension(controller=self.model.controller, live=self.model)
         if name == PLACEMENT:
             if ext.placement is None:
-                raise UsageError("tfgpu: placement capture is not available in this installation")
+                raise UsageError("tfgpu: " + _("placement capture is not available in this installation"))
             ext.placement.command(line.split()[1:])
             return
         # One entry per GPU, as the input shows several ("4GiB --gpu 0; 2GiB --gpu 1"): each its own change.
@@ -409,10 +413,11 @@ class Panel(widgets.VBox):
         reasons = []
         if started:
             # Every setting's control: TensorFlow reads them all when its runtime starts.
-            labels = [control.label for name, control in controls() if name != PLACEMENT]
-            reasons.append(FIXED.format(names=", ".join(labels[:-1]) + " and " + labels[-1]))
+            labels = [_(control.label) for name, control in controls() if name != PLACEMENT]
+            reasons.append(_(FIXED).format(names=_("{names} and {last}").format(names=", ".join(labels[:-1]),
+                                                                                 last=labels[-1])))
         if not capture:
-            reasons.append(NEEDS_EXTENSION)
+            reasons.append(_(NEEDS_EXTENSION))
         self._html["notice"].value = live_html.notice_html(reasons)
         self._sync_inputs()
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
+from ..core.i18n import _
 from ..core.inputs import shown
 from ..core.placement import (
     DEFAULT_MAXLEN,
@@ -363,7 +364,8 @@ class PlacementController:
         __tracebackhide__ = True
         spec = parse_device(device)
         if spec is None:
-            raise UsageError(f"tfgpu: bad device {shown(device)}; use a device like {DEVICE_FORMS}")
+            raise UsageError("tfgpu: " + _("bad device {value}; use a device like {forms}").format(
+                value=shown(device), forms=DEVICE_FORMS))
         tf_device = device if device.strip().startswith("/job:") else f"/{spec.type}:{spec.index}"
         if self.mode == "on" and not _probe().imported:
             self._hook()

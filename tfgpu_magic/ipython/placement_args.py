@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.changes import ArgParser
+from ..core.i18n import _
 from ..core.inputs import MAX_INDEX, shown, whole_number
 from ..core.placement import DEVICE_FORMS, device_matcher
 from ..core.plan import PlanError
@@ -62,8 +63,9 @@ class WordParser(ArgParser):
             return self.mistake(argv, argv)
         if action.nargs == 0:
             given = next((word for word in argv if word.startswith(f"{option}=")), option)
-            return f"{self.command} {option} takes no value, got {shown(given)}"
-        return f"{self.command} {option} needs a value"
+            return _("{command} {option} takes no value, got {given}").format(command=self.command, option=option,
+                                                                              given=shown(given))
+        return _("{command} {option} needs a value").format(command=self.command, option=option)
 
 
 class Once(argparse.Action):
@@ -72,7 +74,8 @@ class Once(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, self.dest) is not None:
-            raise PlanError(f"{parser.command} {option_string} given twice; give it once")
+            raise PlanError(_("{command} {option} given twice; give it once").format(command=parser.command,
+                                                                                     option=option_string))
         setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 
@@ -125,13 +128,14 @@ def show_filter(args: argparse.Namespace) -> dict[str, Any]:
         try:
             device_matcher(args.device)
         except ValueError:
-            raise PlanError(f"bad --device {shown(args.device)}; use a device like {DEVICE_FORMS}, "
-                            "or CPU / GPU for all of a kind") from None
+            raise PlanError(_("bad --device {value}; use a device like {forms}, or CPU / GPU for all of a kind").format(
+                value=shown(args.device), forms=DEVICE_FORMS)) from None
     numbers: dict[str, int | None] = {"cell": None, "rows": DEFAULT_SHOW_LIMIT}
     for key, option, lowest in (("cell", "--cell", 0), ("rows", "--limit", 1)):
         text = getattr(args, key)
         if text is not None:
             numbers[key] = whole_number(text, low=lowest, high=MAX_INDEX)
             if numbers[key] is None:
-                raise PlanError(f"bad {option} {shown(text)}; use a whole number >= {lowest}")
+                raise PlanError(_("bad {option} {value}; use a whole number >= {lowest}").format(
+                    option=option, value=shown(text), lowest=lowest))
     return {"device": args.device, "op": args.op, **numbers, "all": bool(args.all)}

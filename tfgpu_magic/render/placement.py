@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ..core.i18n import ngettext
 from ..core.placement.summary import CellSummary, RecordTable
 from ..core.tflog import LogBlock
 from .views import ALERT, CAUTION_STRIPE, FONT, FONT_SIZE, TEXT, alert, box, caution, table_html, title
@@ -39,8 +40,8 @@ def log_block_html(block: LogBlock) -> str:
     details = ""
     if folded:
         body = "".join(f"<div><code>{html.escape(line.text)}</code></div>" for line in folded)
-        details = (f"<details><summary>{len(folded)} info line{'s' if len(folded) > 1 else ''} folded"
-                   f"</summary>{body}</details>")
+        said = ngettext("{n} info line folded", "{n} info lines folded", len(folded)).format(n=len(folded))
+        details = f"<details><summary>{html.escape(said)}</summary>{body}</details>"
     stripe = CAUTION_STRIPE if loud else "var(--jp-border-color1, #bdbdbd)"
     title_colour = ALERT if loud else TEXT
     return (f"<div class='tfgpu-tflog' style='border-left:3px solid {stripe};padding-left:8px;"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from ..core.i18n import N_, _
 from ..core.runtime import TFState
 from . import text
 from .snapshot import ShownSnapshot
@@ -15,13 +16,13 @@ from .snapshot import ShownSnapshot
 # Where a notebook's sentence is also true in a shell once a few words change. Each pair is applied to whole
 # sentences, before they are wrapped.
 _SHELL_WORDS = (
-    ("then restart the kernel", "then restart the kernels that use it"),
-    ("`%tfgpu visible` sets PCI_BUS_ID",
-     "export CUDA_DEVICE_ORDER=PCI_BUS_ID (`%tfgpu visible` sets it in a notebook)"),
-    ("this kernel", "this shell"),
+    (N_("then restart the kernel"), N_("then restart the kernels that use it")),
+    (N_("`%tfgpu visible` sets PCI_BUS_ID"),
+     N_("export CUDA_DEVICE_ORDER=PCI_BUS_ID (`%tfgpu visible` sets it in a notebook)")),
+    (N_("this kernel"), N_("this shell")),
 )
-_PROCESS_HEADER = ("processes (*: this kernel)", "processes (*: this command)")
-NO_SETTINGS = "Settings: none in a shell (set them in a notebook: %tfgpu help)"
+_PROCESS_HEADER = (text.PROCESS_HEAD, N_("processes (*: this command)"))
+NO_SETTINGS = N_("Settings: none in a shell (set them in a notebook: %tfgpu help)")  # translated where said
 
 
 def said_in_a_shell(sentence: str | None) -> str | None:
@@ -29,6 +30,8 @@ def said_in_a_shell(sentence: str | None) -> str | None:
         return None
     for notebook, shell in _SHELL_WORDS:
         sentence = sentence.replace(notebook, shell)
+        if _(notebook) != notebook:  # a sentence said in the locale's language (core/i18n.py)
+            sentence = sentence.replace(_(notebook), _(shell))
     return sentence
 
 
@@ -69,20 +72,23 @@ class ShellSnapshot(ShownSnapshot):
             return text.tf_line(self)
         if self.predicted:
             if not self.tf_gpu_names:
-                return f"TensorFlow: {self._installed()}, not imported (`tfgpu devices --tensorflow` lists its devices)"
-            return (f"TensorFlow: {self._installed()}, not imported; its GPU names (column TensorFlow) are predicted "
-                    "from CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (`tfgpu devices --tensorflow` asks it)")
+                return _("TensorFlow: {installed}, not imported (`tfgpu devices --tensorflow` lists its devices)"
+                         ).format(installed=self._installed())
+            return _("TensorFlow: {installed}, not imported; its GPU names (column TensorFlow) are predicted from "
+                     "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (`tfgpu devices --tensorflow` asks it)").format(
+                         installed=self._installed())
         version = f" {self.tf_version}" if self.tf_version else ""
-        return f"TensorFlow{version}: imported by this command to list its devices (its runtime not started)"
+        return _("TensorFlow{version}: imported by this command to list its devices (its runtime not started)").format(
+            version=version)
 
     def _installed(self) -> str:
         from ..core.no_gpu import distribution
 
-        return distribution() or "installed"
+        return distribution() or _("installed")
 
     def _settings_lines(self) -> list[str]:
         lines = text.settings_lines(self)
-        return [NO_SETTINGS, *lines[1:]] if not self.settings else lines
+        return [_(NO_SETTINGS), *lines[1:]] if not self.settings else lines
 
     def _device_lines(self) -> list[str]:
         return [] if self.predicted else text.device_lines(self)
@@ -92,9 +98,11 @@ class ShellSnapshot(ShownSnapshot):
             self, nvml=_named_by_notebook(self.nvml, self.notebooks), kernel_gpu_memory=(),
             no_gpu=said_in_a_shell(self.no_gpu), claims={k: said_in_a_shell(v) for k, v in self.claims.items()},
             numbering={**self.numbering, "note": said_in_a_shell(self.numbering.get("note"))})
-        lines = [line.replace(*_PROCESS_HEADER) for line in text.gpu_lines(shown)]
+        kernel_head, command_head = (_(head) for head in _PROCESS_HEADER)
+        lines = [line.replace(kernel_head, command_head) for line in text.gpu_lines(shown)]
         if self.notebooks and self.notebook_server:
-            lines += text.fit(f"Notebooks: as the Jupyter server at {self.notebook_server} knows its kernels")
+            lines += text.fit(_("Notebooks: as the Jupyter server at {url} knows its kernels").format(
+                url=self.notebook_server))
         return lines
 
 

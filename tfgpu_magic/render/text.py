@@ -4,11 +4,14 @@ asks TensorFlow or NVML again."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core import words
+from ..core.i18n import N_, _
+from ..core.i18n import width as columns
 from ..core.inputs import printable
 from ..core.nvml import Unavailable
 from ..core.nvml import hint as nvml_hint
@@ -38,8 +41,35 @@ def fit(text: str, indent: str = "  ", first: str = "", width: int = WIDTH) -> l
     """One paragraph in lines of at most ``width``, broken between words; a word longer than a line (a
     path, a long name) stays whole, as the one thing that may overflow. Control characters in it (from a
     GPU or process name) are written escaped: text goes to terminals."""
-    return textwrap.wrap(printable(text), width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+    text = printable(text)
+    if columns(text) != len(text):  # wide (CJK) characters: textwrap counts characters, a terminal columns
+        return _wrap_wide(text, width, first, indent) or [first.rstrip()]
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=indent, break_long_words=False,
                          break_on_hyphens=False) or [first.rstrip()]
+
+
+_PIECE = re.compile(r"\s+|[\u1100-\uffff]|[^\s\u1100-\uffff]+")
+
+
+def _wrap_wide(text: str, width: int, first: str, indent: str) -> list[str]:
+    """``fit`` for text with wide characters: lines of at most ``width`` display columns, broken between words or
+    between two wide characters (Chinese has no spaces); a word longer than a line stays whole."""
+    lines: list[str] = []
+    line = first
+    for piece in _PIECE.findall(text):
+        if piece.isspace():
+            piece = " "
+            if line.strip() == "":
+                continue
+        if columns(line) + columns(piece) > width and line.strip():
+            lines.append(line.rstrip())
+            line = indent
+            if piece == " ":
+                continue
+        line += piece
+    if line.strip():
+        lines.append(line.rstrip())
+    return lines
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iterable[int] = (),
@@ -51,14 +81,16 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Iter
     cells = [[[printable(i) for i in c] if isinstance(c, list) else [printable(c)] for c in row]
              for row in [header, *rows]]
     flat = [[", ".join(c) for c in row] for row in cells]
-    widths = [max(len(row[k]) for row in flat) for k in range(len(header))]
+    # In display columns: a Chinese header (core/i18n.py) takes two per character, and pads as a terminal shows it.
+    widths = [max(columns(row[k]) for row in flat) for k in range(len(header))]
     lead = len(indent) + sum(w + 2 for w in widths[:-1])
     # Too little room left: overflow rather than a column of single words; the header stays on one line.
-    room = max(width - lead, 24, len(flat[0][-1]))
+    room = max(width - lead, 24, columns(flat[0][-1]))
     lines = []
     for row, joined in zip(cells, flat, strict=True):
-        padded = [s.rjust(w) if k in right else s.ljust(w) for k, (s, w) in enumerate(zip(joined, widths, strict=True))]
-        last = _wrap_items(row[-1], room) if len(joined[-1]) > room else [joined[-1]]
+        padded = [(" " * (w - columns(s)) + s) if k in right else (s + " " * (w - columns(s)))
+                  for k, (s, w) in enumerate(zip(joined, widths, strict=True))]
+        last = _wrap_items(row[-1], room) if columns(joined[-1]) > room else [joined[-1]]
         lines.append((indent + "  ".join([*padded[:-1], last[0]])).rstrip())
         lines += [(" " * lead + more).rstrip() for more in last[1:]]
     return lines
@@ -69,7 +101,7 @@ def _wrap_items(items: list[str], room: int) -> list[str]:
     line = ""
     for k, item in enumerate(items):
         piece = item + ("," if k < len(items) - 1 else "")
-        if line and len(line) + 1 + len(piece) <= room:
+        if line and columns(line) + 1 + columns(piece) <= room:
             line = f"{line} {piece}"
             continue
         if line:
@@ -134,11 +166,12 @@ def memory_rows(memory: Sequence[Memory]) -> list[tuple[str, str, str, str]]:
 
 
 # -- placement capture, in sentences ------------------------------------------------------------------------
-_ROUTES = {
-    "log at import": ": TensorFlow's placement log starts when TensorFlow is imported",
-    "log": ", reading TensorFlow's placement log",
-    "run_metadata": ", reading run metadata only (ops and functions compiled from now on)",
+_ROUTES = {  # translated where said (core/i18n.py)
+    "log at import": N_("Placement capture is on: TensorFlow's placement log starts when TensorFlow is imported."),
+    "log": N_("Placement capture is on, reading TensorFlow's placement log."),
+    "run_metadata": N_("Placement capture is on, reading run metadata only (ops and functions compiled from now on)."),
 }
+_NOTHING_TO_READ = N_("Placement capture is on, with nothing to read yet.")
 
 
 def placement_sentences(status: dict) -> list[str]:
@@ -146,18 +179,20 @@ def placement_sentences(status: dict) -> list[str]:
     then its notes. Text: each sentence plain; HTML: each escaped."""
     mode = status.get("mode")
     if mode == "on":
-        first = "Placement capture is on" + _ROUTES.get(status.get("route"), ", with nothing to read yet") + "."
+        first = _(_ROUTES.get(status.get("route"), _NOTHING_TO_READ))
     elif mode == "off":
-        first = "Placement capture is off (`%tfgpu placement on` turns it back on)."
+        first = _("Placement capture is off (`%tfgpu placement on` turns it back on).")
     else:
-        first = "Placement capture is off: never switched on (`%tfgpu placement on` shows where each op runs)."
+        first = _("Placement capture is off: never switched on (`%tfgpu placement on` shows where each op runs).")
     sentences = [first]
     records, dropped, maxlen = status.get("records", 0), status.get("dropped", 0), status.get("maxlen", 0)
     if mode in ("on", "off") or records or dropped:
-        sentences.append(f"{records:,} records kept, {dropped:,} dropped (the ring buffer holds {maxlen:,}).")
+        sentences.append(_("{records} records kept, {dropped} dropped (the ring buffer holds {most}).").format(
+            records=f"{records:,}", dropped=f"{dropped:,}", most=f"{maxlen:,}"))
     at_init = status.get("tf_log_at_init")
     if at_init is not None:
-        sentences.append(f"TensorFlow's placement log was {'on' if at_init else 'off'} when its runtime started.")
+        sentences.append(_("TensorFlow's placement log was on when its runtime started.") if at_init else
+                         _("TensorFlow's placement log was off when its runtime started."))
     return sentences + [sentence(n) for n in status.get("notes") or ()]
 
 
@@ -166,31 +201,35 @@ def placement_sentences(status: dict) -> list[str]:
 
 def tf_line(snap: Snapshot) -> str:
     version = f" {snap.tf_version}" if snap.tf_version else ""
-    return f"TensorFlow{version}: {snap.tf_state.label} ({snap.state_note})"
+    return _("TensorFlow{version}: {state} ({note})").format(version=version, state=snap.tf_state.label,
+                                                            note=snap.state_note)
 
 
 def settings_lines(snap: Snapshot) -> list[str]:
-    notes = [line for n in snap.notes for line in fit(f"Note: {n}")]
+    notes = [line for n in snap.notes for line in fit(_("Note: {note}").format(note=n))]
     if not snap.settings:
-        return ["Settings: none asked (`%tfgpu help` lists them)", *notes]
+        return [_("Settings: none asked (`%tfgpu help` lists them)"), *notes]
     rows = [(s["setting"], s["asked"], words.setting_state(s["status"]), s["detail"]) for s in snap.settings]
-    return ["Settings:", *text_table(("setting", "asked", "status", "detail"), rows), *notes]
+    head = (_("setting"), _("asked"), _("status"), _("detail"))
+    return [_("Settings:"), *text_table(head, rows), *notes]
 
 
 def physical_sentence(snap: Snapshot) -> str:
     if snap.physical_devices is None:
         if snap.tf_state < TFState.IMPORTED:  # nothing to list before the import, whatever view asks
-            return "TensorFlow devices: listed once TensorFlow is imported"
-        return "TensorFlow devices: not listed yet (`%tfgpu devices` lists them without starting the runtime)"
-    return "TensorFlow physical devices: " + (", ".join(_device_label(d) for d in snap.physical_devices) or "none")
+            return _("TensorFlow devices: listed once TensorFlow is imported")
+        return _("TensorFlow devices: not listed yet (`%tfgpu devices` lists them without starting the runtime)")
+    return _("TensorFlow physical devices: {devices}").format(
+        devices=", ".join(_device_label(d) for d in snap.physical_devices) or _("none"))
 
 
 def logical_sentence(snap: Snapshot) -> str | None:
     if snap.logical_devices is None:
         if snap.tf_state >= TFState.IMPORTED:
-            return "TensorFlow logical devices: appear when the runtime starts (its first operation)"
+            return _("TensorFlow logical devices: appear when the runtime starts (its first operation)")
         return None
-    return "TensorFlow logical devices: " + (", ".join(d.name for d in snap.logical_devices) or "none")
+    return _("TensorFlow logical devices: {devices}").format(
+        devices=", ".join(d.name for d in snap.logical_devices) or _("none"))
 
 
 def device_sentences(snap: Snapshot) -> list[str]:
@@ -258,7 +297,7 @@ def unattributed_sentence(procs, pids: dict | None) -> str:
     found = unattributed(procs, pids)
     if found is None:
         return ""
-    return words.unattributed_line(*found, "this kernel", (pids or {}).get("view") or "none")
+    return words.unattributed_line(*found, _("this kernel"), (pids or {}).get("view") or "none")
 
 
 def device_unattributed(snap: Snapshot) -> list[tuple[str, str]]:
@@ -311,41 +350,46 @@ def mig_label(snap: Snapshot, mig) -> str:
     """"MIG 3g.20gb MIG-5e8b9c1d": the profile and the shortest unique start of its UUID (12 characters or more),
     which `%tfgpu visible` takes."""
     uuid = mig.uuid if isinstance(mig.uuid, str) else na(mig.uuid)
-    others = [m.uuid.lower() for _, m in snap.nvml.mig_devices() if isinstance(m.uuid, str) and m.uuid != uuid]
+    others = [m.uuid.lower() for _parent, m in snap.nvml.mig_devices() if isinstance(m.uuid, str) and m.uuid != uuid]
     size = 12
     while size < len(uuid) and any(o.startswith(uuid[:size].lower()) for o in others):
         size += 1
     return f"MIG {na(mig.profile)} {uuid[:size]}"
 
 
+PROCESS_HEAD = N_("processes (*: this kernel)")  # the GPU table's last head (the CLI says "this command")
+
+
 def gpu_lines(snap: Snapshot) -> list[str]:
     if not snap.nvml.available:
         more = nvml_hint(snap.nvml.error)
-        return fit(f"GPUs (NVML): unavailable: {why(snap.nvml.error)}") + (fit(more, first="  ") if more else [])
-    head = f"GPUs (NVML, {nvml_versions(snap)}):"
+        return fit(_("GPUs (NVML): unavailable: {why}").format(why=why(snap.nvml.error))) + (
+            fit(more, first="  ") if more else [])
+    head = _("GPUs (NVML, {versions}):").format(versions=nvml_versions(snap))
     if not snap.nvml.gpus:
         if snap.nvml.error is not None:  # no list because the count failed: "none" would be untrue
             # One line, unwrapped: the head and why the count failed belong together.
-            return [printable(head + f" {words.MISSING}: the count could not be read ({why(snap.nvml.error)})")]
-        return [printable(head + " none")]
+            return [printable(head + " " + _("{missing}: the count could not be read ({why})").format(
+                missing=words.MISSING, why=why(snap.nvml.error)))]
+        return [printable(head + " " + _("none"))]
     rows = []
     for gpu in snap.nvml.gpus:
-        tf_name = snap.tf_gpu_names.get(gpu.index, "not seen" if snap.no_gpu else "-") if snap.given(gpu.index) \
-            else "not given"
+        tf_name = snap.tf_gpu_names.get(gpu.index, _("not seen") if snap.no_gpu else "-") if snap.given(gpu.index) \
+            else _("not given")
         if gpu.error is not None:
             name = gpu.name if isinstance(gpu.name, str) else words.NO_NAME
-            rows.append((str(gpu.index), tf_name, name, f"unavailable: {why(gpu.error)}", "", ""))
+            rows.append((str(gpu.index), tf_name, name, _("unavailable: {why}").format(why=why(gpu.error)), "", ""))
             continue
         memory = memory_used_total(gpu, thousands=False)
         proc_text = process_items(gpu.processes, snap.nvml.pids)
         utilization = figure(gpu.utilization_gpu_pct, "%", thousands=False) if gpu.mig_mode is not True else "-"
-        name = na(gpu.name) + (" (MIG mode)" if gpu.mig_mode is True else "")
+        name = na(gpu.name) + (" " + _("(MIG mode)") if gpu.mig_mode is True else "")
         rows.append((str(gpu.index), tf_name, name, memory, utilization, proc_text))
         for mig in gpu.mig_devices:
             given = snap.given_mig(mig.uuid, gpu.index)
-            rows.append((f"{gpu.index}/{mig.index}", "-" if given else "not given", mig_label(snap, mig),
+            rows.append((f"{gpu.index}/{mig.index}", "-" if given else _("not given"), mig_label(snap, mig),
                          memory_used_total(mig, thousands=False), "-", process_items(mig.processes, snap.nvml.pids)))
-    header = ("GPU", "TensorFlow", "name", "memory used/total", "util", "processes (*: this kernel)")  # as the HTML
+    header = ("GPU", "TensorFlow", _("name"), _("memory used/total"), _("util"), _(PROCESS_HEAD))  # as the HTML
     lines = [printable(head), *text_table(header, rows)]
     for where, said in device_unattributed(snap):
         lines += fit(f"{where}: {said}")
@@ -361,7 +405,7 @@ def gpu_lines(snap: Snapshot) -> list[str]:
     for index, claim in sorted(snap.claims.items()):
         lines += fit(printable(f"GPU {index}: {claim}"))
     if snap.numbering.get("note"):
-        lines += fit(f"Numbering: {snap.numbering['note']}")
+        lines += fit(_("Numbering: {note}").format(note=snap.numbering["note"]))
     lines += [line for text in kernel_memory_sentences(snap) for line in fit(text)]
     return lines
 

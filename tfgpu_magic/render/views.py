@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core import words
+from ..core.i18n import _
 from ..core.nvml import Unavailable
 from ..core.nvml import hint as nvml_hint
 from ..core.nvml_values import unattributed
@@ -155,7 +156,7 @@ _ROUTE_WORDS = {"log at import": "TensorFlow's log, from its import", "log": "Te
 
 def placement_status_html(status: dict) -> str:
     """``%tfgpu placement status``: one sentence on what capture does, its figures in a table, its notes."""
-    first, *_ = placement_sentences(status)
+    first, *_rest = placement_sentences(status)
     at_init = {True: "on", False: "off", None: "not started yet"}[status.get("tf_log_at_init")]
     capture = {"on": "on", "off": "off"}.get(status.get("mode"), "off (never switched on)")
     row = (capture, _ROUTE_WORDS.get(status.get("route"), str(status.get("route"))),
@@ -262,7 +263,7 @@ def _gpus(snap: Snapshot) -> str:
         parts.append(caution(snap.no_gpu))
     parts += [paragraph(sentence(f"GPU {index}: {claim}")) for index, claim in sorted(snap.claims.items())]
     if snap.numbering.get("note"):
-        parts.append(caution(f"Numbering: {snap.numbering['note']}"))
+        parts.append(caution(_("Numbering: {note}").format(note=snap.numbering["note"])))
     parts += [paragraph(sentence(line)) for line in kernel_memory_sentences(snap)]
     return "".join(parts)
 

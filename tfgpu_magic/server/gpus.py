@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..core import idle, words
+from ..core.i18n import _
 from ..core.inputs import MAX_INDEX, shown, whole_number
 from ..core.nvml_values import placeable
 from ..core.settings import wire_words
@@ -102,7 +103,7 @@ class Ancestry:
         chain = [pid]
         found: tuple[dict, str] | None = None
         current: int | None = pid
-        for _ in range(MAX_ANCESTRY):
+        for _step in range(MAX_ANCESTRY):
             if current not in self._parents:
                 self._parents[current] = self._parent_of(current)
             current = self._parents[current]
@@ -347,7 +348,7 @@ class _Whose:
         lost = None
         if lost_count:
             lost = {"count": lost_count, "used_mib": lost_mib, "used_bytes": lost_bytes,
-                    "text": words.unattributed_line(lost_count, lost_mib, "this server", self.view)}
+                    "text": words.unattributed_line(lost_count, lost_mib, _("this server"), self.view)}
         return listed, hidden, note, lost
 
 

@@ -24,7 +24,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 
-from ..core import nvml_processes, pidns
+from ..core import i18n, nvml_processes, pidns, words
 from ..core.consent import ConsentStore
 from ..core.inputs import shown
 from ..core.reports import ReportReader
@@ -83,8 +83,9 @@ def _seconds(raw: str, name: str, what: str = "seconds") -> float:
 
 
 class GpusHandler(_FeedHandler):
-    """``GET {base_url}tfgpu/api/gpus[?index=0,2][&history=SECONDS[&since=T]]``: every GPU, its processes matched
-    to this server's kernels; with ``history``, the server's samples of the last SECONDS (after Unix time T)."""
+    """``GET {base_url}tfgpu/api/gpus[?index=0,2][&history=SECONDS[&since=T]][&language=zh-CN]``: every GPU, its
+    processes matched to this server's kernels; with ``history``, the server's samples of the last SECONDS (after
+    Unix time T); with ``language`` (the sidebar's, JupyterLab's), the vocabulary (``words``) in that language."""
 
     @tornado.web.authenticated
     @authorized
@@ -96,14 +97,20 @@ class GpusHandler(_FeedHandler):
             seconds = min(_seconds(history, "history"), MAX_HISTORY_S) if history is not None else None
             since = self._one("since", "?history=600&since=1796011399.5")
             after = _seconds(since, "since", "a Unix time") if since is not None else None
+            language = self._one("language", "?language=zh-CN")
         except ValueError as exc:
             self._refuse(str(exc))
             return
         answer = await self._answer()
-        if indices is None and seconds is None:
+        # The shared answer is in the server's locale; one browser's language changes only its words (per call).
+        with i18n.using(language):
+            localized = words.to_dict()
+        relabel = isinstance(answer.document.get("words"), dict) and localized != answer.document["words"]
+        if indices is None and seconds is None and not relabel:
             self.finish(answer.body)
             return
         document = answer.document if indices is None else only_indices(answer.document, indices)
+        document = {**document, "words": localized} if relabel else document
         body = await asyncio.to_thread(self._encode, document, seconds, after, indices)
         self.finish(body)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from ..i18n import N_, _
 from ..inputs import printable, shown
 from ..no_gpu import cpu_only
 from ..plan import Plan, PlanError
@@ -66,15 +67,15 @@ class Allocator(Setting):
              "(the variable as the kernel's environment had it). Takes effect when TensorFlow's runtime starts.",
         examples=("%tfgpu allocator async", "%tfgpu allocator bfc", "%tfgpu allocator off"),
         tab=(*KINDS, "off"), placeholder="|".join(KINDS),
-        control=Control("GPU allocator", "choice", ("bfc", "async"), "bfc"))
+        control=Control(N_("GPU allocator"), "choice", ("bfc", "async"), "bfc"))
 
     def parse(self, text: str) -> str | None:
         word = (text or "").strip().lower()
         if word == "off":
             return None
         if word not in KINDS:
-            raise PlanError(f"bad value {shown(text)} for {self.name}: expected async (CUDA's {ASYNC_WORD}), bfc "
-                            "(TensorFlow's default) or off")
+            raise PlanError(_("bad value {value} for {setting}: expected async (CUDA's {cuda}), bfc (TensorFlow's "
+                              "default) or off").format(value=shown(text), setting=self.name, cuda=ASYNC_WORD))
         return word
 
     # -- the environment ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from ..i18n import N_, _, width
 from ..inputs import printable, shown
 from ..plan import ALL, FIRST_LINE, Plan, PlanError, parse_index, sorted_items
 
@@ -23,13 +24,15 @@ class RefusedError(PlanError):
     """The runtime is initialized and the setting would change: nothing was changed."""
 
 
-def too_late(command: str, why: str, fix: str = "restart the kernel and run it first") -> RefusedError:
-    """The refusal of a setting TensorFlow has fixed, in one line where it fits in FIRST_LINE characters:
+def too_late(command: str, why: str, fix: str = "") -> RefusedError:
+    """The refusal of a setting TensorFlow has fixed, in one line where it fits in FIRST_LINE columns:
     "tfgpu: `%tfgpu cpus 3` is too late: TensorFlow's runtime has started; restart the kernel and run it first";
-    a long command's fix goes on a second line."""
-    first = f"`{command}` is too late: {why}"
-    if len(f"tfgpu: {first}; {fix}") <= FIRST_LINE:
-        return RefusedError(f"{first}; {fix}")
+    a long command's fix goes on a second line. ``why`` and ``fix`` come translated (core/i18n.py)."""
+    fix = fix or _("restart the kernel and run it first")
+    first = _("`{command}` is too late: {why}").format(command=command, why=why)
+    whole = _("{refusal}; {fix}").format(refusal=first, fix=fix)
+    if width(f"tfgpu: {whole}") <= FIRST_LINE:
+        return RefusedError(whole)
     return RefusedError(first, more=fix)
 
 
@@ -58,11 +61,19 @@ class ArgParser(argparse.ArgumentParser):
         usage = " ".join(self.format_usage().split()).replace("usage: ", "")
         # argparse quotes the user's words whole; a 100 KB word is shortened like every other bad value.
         message = _LONG_WORD.sub(lambda m: shown(m.group(0)), " ".join(message.splitlines()))
-        message = message.replace("the following arguments are required:", "missing")
-        raise PlanError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: {message}; usage: {usage}")
+        message = message.replace("the following arguments are required:", _("missing"))
+        for said in _ARGPARSE_WORDS:  # argparse's own words (its catalogue has no Chinese), in tfgpu's
+            message = message.replace(said, _(said))
+        if message.startswith("argument "):  # "argument --gpu: expected one argument"
+            message = _("argument {name}").format(name=message[len("argument "):])
+        raise PlanError(f"tfgpu: {self.prog.replace('%tfgpu ', '')}: "
+                        + _("{problem}; usage: {usage}").format(problem=message, usage=usage))
 
 
 _LONG_WORD = re.compile(r"\S{60,}")
+# What argparse says most often in a magic's line (Python 3.10 to 3.13), translated where said.
+_ARGPARSE_WORDS = (N_("unrecognized arguments:"), N_("expected one argument"), N_("invalid choice:"),
+                   N_("not allowed with argument"), N_("ignored explicit argument"), N_("choose from"))
 
 
 class Once(argparse.Action):
@@ -70,7 +81,7 @@ class Once(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         if getattr(namespace, self.dest) is not None:
-            parser.error(f"{option_string} given twice; give it once")
+            parser.error(_("{option} given twice; give it once").format(option=option_string))
         setattr(namespace, self.dest, values)
 
 
@@ -90,11 +101,11 @@ def keyword_text(value) -> str:
 class Control(NamedTuple):
     """A setting's control in the live panel."""
 
-    label: str  # "memory growth"
+    label: str  # "memory growth" (marked N_, translated where shown)
     kind: str  # "choice" (a toggle of ``hint``'s words) or "text"
     hint: str | tuple[str, ...]  # the choices, or the text input's placeholder
     default: str  # what the input shows when the setting was never asked
-    not_asked: str = ""  # what a never-asked setting means ("" : TensorFlow's default)
+    not_asked: str = ""  # what a never-asked setting means ("" : TensorFlow's default); marked N_ like label
     variable: str | None = None  # an environment variable whose true/false decides it when never asked
 
 
@@ -190,7 +201,7 @@ class Setting:
 
     def gpus(self, plan: Plan) -> list[int | str]:
         """The GPUs a per-GPU setting names in ``plan`` (ALL among them)."""
-        return [gpu for gpu, _ in self.value(plan) or ()] if self.per_gpu else []
+        return [gpu for gpu, _size in self.value(plan) or ()] if self.per_gpu else []
 
     def reset(self, plan: Plan) -> Plan:
         return plan.replaced(self.name, None)
@@ -273,16 +284,16 @@ class Setting:
 def gpu_list(snap) -> str:
     """"0 (NVIDIA A100), 1 (...)": the machine's GPUs as a refusal names them (a message may reach a terminal)."""
     names = [f"{g.index} ({printable(g.name)})" for g in snap.gpus]
-    return ", ".join(names) if names else "none"
+    return ", ".join(names) if names else _("none")
 
 
 def no_such_gpu(index: int, snap) -> PlanError:
     """The refusal of a physical index NVML does not list, whichever check met it."""
-    listed, numbering = gpu_list(snap), "physical indices, as nvidia-smi numbers them"
-    head = f"GPU {index} does not exist: this machine's GPUs are"
-    if len(f"tfgpu: {head} {listed} ({numbering})") <= FIRST_LINE:
+    listed, numbering = gpu_list(snap), _("physical indices, as nvidia-smi numbers them")
+    head = _("GPU {index} does not exist: this machine's GPUs are").format(index=index)
+    if width(f"tfgpu: {head} {listed} ({numbering})") <= FIRST_LINE:
         return PlanError(f"{head} {listed} ({numbering})")
-    if len(f"tfgpu: {head} {listed}") <= FIRST_LINE:  # what the numbers are, on a line of its own
+    if width(f"tfgpu: {head} {listed}") <= FIRST_LINE:  # what the numbers are, on a line of its own
         return PlanError(f"{head} {listed}", more=numbering)
     # Many GPUs: their numbers first, their names on a line of their own.
     return PlanError(f"{head} {', '.join(str(g.index) for g in snap.gpus)} ({numbering})", more=listed)
@@ -291,7 +302,7 @@ def no_such_gpu(index: int, snap) -> PlanError:
 def nvml_why(error) -> str:
     """Why NVML could not answer, in a refusal's words."""
     if error is None:
-        return "NVML was not asked"
+        return _("NVML was not asked")
     return getattr(error, "detail", "") or getattr(error, "reason", str(error))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import pidns
+from ..i18n import _
 from ..plan import PlanError, VisibleSpec, format_mib
 from ..waiting import gpu_key, live_claims, wait_until
 from .base import gpu_list, no_such_gpu, nvml_why
@@ -32,8 +33,8 @@ class Unit:
 
 def needs_nvml(what: str, error) -> PlanError:
     """The one refusal of a choice by free memory without NVML, whichever path (now, or waiting) met it."""
-    return PlanError(f"{what} needs NVML to see free memory; name GPUs instead (`%tfgpu visible 0`)",
-                     more=f"NVML is unavailable: {nvml_why(error)}")
+    return PlanError(_("{what} needs NVML to see free memory; name GPUs instead (`%tfgpu visible 0`)").format(
+        what=what), more=_("NVML is unavailable: {why}").format(why=nvml_why(error)))
 
 
 def candidates(snap, given, indices: tuple[int, ...], mig: bool) -> list[Unit]:
@@ -174,7 +175,7 @@ def check_reachable(command: str, spec: VisibleSpec, snap, given) -> None:
         return
     largest = max(gpus, key=lambda g: (g.memory_total_mib, -g.index))
     scope = "the GPUs named" if named else "this kernel's GPUs" if given.restricted else "this machine's GPUs"
-    raise PlanError(f"`{command}` can never be met; lower --min-free", more=(
+    raise PlanError(_("`{command}` can never be met; lower --min-free").format(command=command), more=(
         f"--min-free {format_mib(floor)} is more than {'any' if want == 1 else want} of {scope} "
         f"{'has' if want == 1 else 'have'} in all (the largest, GPU {largest.index}, has "
         f"{format_mib(largest.memory_total_mib)})"))
@@ -188,8 +189,8 @@ def pick(spec: VisibleSpec, snap, given, taken, *, by_index: bool = False) -> tu
     if by_index:
         indices = sorted(g.index for g in snap.gpus if given.allows(g.index))
         if len(indices) < want:
-            raise PlanError(f"visible {spec} needs {want} GPU(s), and this machine has {len(indices)}: "
-                            f"{gpu_list(snap)}; ask for fewer, or name GPUs")
+            raise PlanError(_("visible {spec} needs {want} GPU(s), and this machine has {have}: {gpus}; ask for fewer, "
+                              "or name GPUs").format(spec=spec, want=want, have=len(indices), gpus=gpu_list(snap)))
         return [Unit(i, f"GPU {i}", None, f"gpu-{i}", (i, -1)) for i in indices[:want]], "", ""
     units = candidates(snap, given, spec.indices, mig=spec.auto == 1)
     for unit in units:
@@ -204,14 +205,14 @@ def usable(command: str, snap, given) -> None:
     if snap is None or not snap.available or snap.error is not None:
         raise needs_nvml(f"`{command}`", snap.error if snap is not None else None)
     if given.error is not None:
-        raise PlanError(f"`{command}` refused: {given.error}")
+        raise PlanError(_("`{command}` refused: {why}").format(command=command, why=given.error))
 
 
 def pick_once(command: str, spec: VisibleSpec, snap, given, *, by_index: bool = False) -> tuple[VisibleSpec, str]:
     """``visible auto[:N]`` chosen once, without claims or a wait (a controller without claims, TensorFlow's
     runtime already started, or a rehearsal): the chooser's devices, or why too few qualify."""
     usable(command, snap, given)
-    found, note, _ = pick(spec, snap, given, {}, by_index=by_index)
+    found, note, _waiting = pick(spec, snap, given, {}, by_index=by_index)
     if found is None:
         units = candidates(snap, given, (), mig=spec.auto == 1)
         floor = f" with at least {format_mib(spec.min_free_mib)} free" if spec.min_free_mib else ""
@@ -220,7 +221,8 @@ def pick_once(command: str, spec: VisibleSpec, snap, given, *, by_index: bool = 
                          for u in sorted(fit, key=_freest)) or "none"
         among = f" (among {given.describe()}, this kernel's: {given.source})" if given.restricted else ""
         rule = "" if floor or fallback(spec) else f" ({AUTO_RULE})"
-        raise PlanError(f"visible {spec}: too few GPUs qualify; ask for fewer, lower --min-free, or name GPUs", more=(
+        raise PlanError(_("visible {spec}: too few GPUs qualify; ask for fewer, lower --min-free, or name GPUs").format(
+            spec=spec), more=(
             f"it needs {spec.auto} GPU(s){floor}, and only these qualify{among}{rule}: {have}"))
     return chosen(found), note
 
@@ -255,8 +257,9 @@ def choose_claiming(controller, change, check_given) -> tuple:
     if spec.wait_s is None:
         result, line = attempt()
         if result is None:
-            target, _, have = line.removeprefix("waiting for ").partition(": ")
-            raise PlanError(f"`{change.command}`: too few GPUs qualify; ask fewer, lower --min-free or --wait 10m",
+            target, _sep, have = line.removeprefix("waiting for ").partition(": ")
+            raise PlanError(_("`{command}`: too few GPUs qualify; ask fewer, lower --min-free or --wait 10m").format(
+                command=change.command),
                             more=f"it needs {target}, and not enough qualify now ({have or 'no GPU'}); or name GPUs")
     else:
         result = wait_until(attempt, spec.wait_s, f"`{change.command}`", controller.on_progress)

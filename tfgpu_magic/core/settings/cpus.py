@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..i18n import N_, _
 from ..plan import Plan, parse_count, parse_on_off
 from ..runtime import Call, Outcome, Status, Step, TFState, cpu_figures_available, current_limits, logical_call
 from .base import Control, Setting, Words
@@ -24,10 +25,10 @@ class Cpus(Setting):
         help="Split the CPU into N logical devices, so tf.device and MirroredStrategy lessons run without a GPU. "
              "Takes effect when TensorFlow is imported.",
         examples=("%tfgpu cpus 3", "%tfgpu cpus off"), tab=("off", *(str(n) for n in range(1, 9))), placeholder="4",
-        control=Control("logical CPUs", "text", "N | off", "off"))
+        control=Control(N_("logical CPUs"), "text", "N | off", "off"))
 
     def parse(self, text: str) -> int | None:
-        return None if text.lower() == "off" else parse_count(text, what="CPU count")
+        return None if text.lower() == "off" else parse_count(text, what=_("CPU count"))
 
     def step(self, adapter, plan: Plan) -> Step:
         count = self.value(plan) or 1  # None after `cpus off`: TensorFlow's default of one CPU device
@@ -72,7 +73,7 @@ class CpuFigures(Setting):
         help=f"TensorFlow's CPU allocator keeps memory figures ({CPU_FIGURES_VAR}=true), so `%tfgpu memory` and the "
              "panel show per-cell memory on a machine without a GPU. Takes effect when TensorFlow's runtime starts.",
         examples=("%tfgpu cpumem on", "%tfgpu cpumem off"), tab=("on", "off"), placeholder="on|off",
-        control=Control("CPU figures", "choice", ("on", "off"), "off", variable=CPU_FIGURES_VAR))
+        control=Control(N_("CPU figures"), "choice", ("on", "off"), "off", variable=CPU_FIGURES_VAR))
 
     def parse(self, text: str) -> bool:
         return parse_on_off(text, what=self.name)

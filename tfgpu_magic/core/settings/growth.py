@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..i18n import N_, _
 from ..plan import Plan, PlanError, gpu_key, parse_on_off
 from ..runtime import Call, Status, Step, device_name
 from .base import GPUS_LINE, Control, Setting, Words, registered
@@ -23,7 +24,7 @@ def _ignored_note(environ) -> str:
 
 
 # Why growth and a memory split exclude each other (tensorflow#38367), under the refusal's first line.
-CANNOT_COMBINE = "TensorFlow cannot combine memory growth with a memory limit or virtual GPUs on one GPU"
+CANNOT_COMBINE = N_("TensorFlow cannot combine memory growth with a memory limit or virtual GPUs on one GPU")
 
 class Growth(Setting):
     name = "growth"
@@ -34,7 +35,7 @@ class Growth(Setting):
         help="Memory growth: each GPU's memory is taken as needed instead of all at once, so other notebooks can "
              "share the GPU. Takes effect when TensorFlow is imported.",
         examples=("%tfgpu growth on",), tab=("on", "off"), placeholder="on|off",
-        control=Control("memory growth", "choice", ("on", "off"), "off", variable=FORCE_VAR))
+        control=Control(N_("memory growth"), "choice", ("on", "off"), "off", variable=FORCE_VAR))
 
     def parse(self, text: str) -> bool:
         return parse_on_off(text, what=self.name)
@@ -44,15 +45,15 @@ class Growth(Setting):
         held = [words for other in splits for words in other.held(plan)]
         if value and held:
             offs = " / ".join(f"`%tfgpu {other.name} off`" for other in splits)
-            raise PlanError(f"growth on conflicts with the {held[0]}: run {offs} first",
-                            more=CANNOT_COMBINE)
+            raise PlanError(_("growth on conflicts with the {held}: run {offs} first").format(held=held[0], offs=offs),
+                            more=_(CANNOT_COMBINE))
         return super().planned(plan, value, gpu)
 
     @staticmethod
     def conflict(what: str, gpu) -> PlanError:
         """The refusal of a memory split while growth is on (the memory settings ask it)."""
-        return PlanError(f"{what} on {gpu_key(gpu)} conflicts with growth on: run `%tfgpu growth off` first",
-                         more=CANNOT_COMBINE)
+        return PlanError(_("{setting} on {gpu} conflicts with growth on: run `%tfgpu growth off` first").format(
+            setting=what, gpu=gpu_key(gpu)), more=_(CANNOT_COMBINE))
 
     def check_environment(self, change, value, environ) -> None:
         """TF_FORCE_GPU_ALLOW_GROWTH=true|false overrides tf.config's memory growth when TensorFlow builds its GPU
@@ -60,11 +61,12 @@ class Growth(Setting):
         forced = forced_growth(environ)
         if isinstance(forced, bool) and value is not None and value != forced:
             word = "true" if forced else "false"
-            raise PlanError(
-                f"`{change.command}` would not take effect: {FORCE_VAR}={word} in this kernel's environment makes "
-                f"TensorFlow {'grow' if forced else 'not grow'} GPU memory whatever tf.config says; remove it first "
-                f"(`del os.environ['{FORCE_VAR}']`, before TensorFlow's first operation) or leave growth as the "
-                "variable says")
+            makes = (_("makes TensorFlow grow GPU memory whatever tf.config says") if forced else
+                     _("makes TensorFlow not grow GPU memory whatever tf.config says"))
+            raise PlanError(_(
+                "`{command}` would not take effect: {variable}={word} in this kernel's environment {makes}; remove it "
+                "first (`del os.environ['{variable}']`, before TensorFlow's first operation) or leave growth as the "
+                "variable says").format(command=change.command, variable=FORCE_VAR, word=word, makes=makes))
 
     def environment_note(self, value, environ) -> str:
         return _ignored_note(environ) if forced_growth(environ) == "ignored" else ""
@@ -95,7 +97,7 @@ class Growth(Setting):
         experimental = adapter.tf.config.experimental
         calls = [Call(lambda d=device: experimental.set_memory_growth(d, growth),
                       f"tf.config.experimental.set_memory_growth({device_name(device)}, {growth})")
-                 for _, device in gpus if bool(experimental.get_memory_growth(device)) != growth]
+                 for _index, device in gpus if bool(experimental.get_memory_growth(device)) != growth]
         return Step(Status.APPLIED, "", calls)
 
     def export_tf2(self, plan: Plan, totals_mib: dict) -> list[str]:

@@ -4,6 +4,7 @@ split into one device), so they exclude each other on one GPU and share their st
 
 from __future__ import annotations
 
+from ..i18n import N_, _
 from ..inputs import printable
 from ..plan import (
     ALL,
@@ -36,9 +37,9 @@ class MemorySplit(Setting):
     def planned(self, plan: Plan, value, gpu) -> Plan:
         if value is not None:
             if VISIBLE.hides(plan, gpu):
-                raise PlanError(f"{self.name} on GPU {gpu}: `visible {VISIBLE.value(plan)}` hides that GPU from "
-                                "TensorFlow, so the setting could never apply; give --gpu with a visible GPU, or "
-                                "change `visible` first")
+                raise PlanError(_("{setting} on GPU {gpu}: `visible {visible}` hides that GPU from TensorFlow, so the "
+                                  "setting could never apply; give --gpu with a visible GPU, or change `visible` first"
+                                  ).format(setting=self.name, gpu=gpu, visible=VISIBLE.value(plan)))
             grows = [other for other in registered() if other.grows_memory]
             if any(other.value(plan) for other in grows):
                 raise grows[0].conflict(self.name, gpu)
@@ -46,8 +47,9 @@ class MemorySplit(Setting):
                 if other is not self and other.splits_memory:
                     clash = [g for g in other.gpus(plan) if g == gpu or ALL in (g, gpu)]
                     if clash:
-                        raise PlanError(f"{self.name} on {gpu_key(gpu)} overlaps {other.kind} on "
-                                        f"{gpu_key(clash[0])}: {self.overlap_fix(other)}")
+                        raise PlanError(_("{setting} on {gpu} overlaps {other} on {other_gpu}: {fix}").format(
+                            setting=self.name, gpu=gpu_key(gpu), other=other.kind, other_gpu=gpu_key(clash[0]),
+                            fix=self.overlap_fix(other)))
         return super().planned(plan, value, gpu)
 
     def overlap_fix(self, other: Setting) -> str:
@@ -65,8 +67,8 @@ class MemorySplit(Setting):
 
     def check_unlisted(self, change, value, why: str) -> None:
         if has_percent(value):
-            raise PlanError(f"`{change.command}` needs the GPU's total memory for a percentage; give a size like 4GB",
-                            more=f"NVML cannot tell it: {why}")
+            raise PlanError(_("`{command}` needs the GPU's total memory for a percentage; give a size like 4GB").format(
+                command=change.command), more=_("NVML cannot tell it: {why}").format(why=why))
 
     def check(self, change, value, snap, plan: Plan) -> None:
         """Refuse sizes larger than the GPU they apply to (every visible GPU without --gpu)."""
@@ -85,15 +87,17 @@ class MemorySplit(Setting):
             total = gpu.memory_total_mib if gpu is not None else None
             if not isinstance(total, int):
                 if has_percent(value):
-                    raise PlanError(f"`{change.command}` needs GPU {index}'s total memory, which NVML does not report "
-                                    f"({total}); give an absolute size such as 4GB")
+                    raise PlanError(_("`{command}` needs GPU {index}'s total memory, which NVML does not report "
+                                      "({total}); give an absolute size such as 4GB").format(
+                                          command=change.command, index=index, total=total))
                 continue
             if sum(resolve_size(s, total) for s in sizes) > total:
                 asked = sum(s for s in sizes if not isinstance(s, Percent))
                 which = "" if change.gpu != ALL else " (it applies to every visible GPU; give --gpu for the others)"
-                raise PlanError(f"`{change.command}` asks {format_mib(asked)} of GPU {index} ({printable(gpu.name)}), "
-                                f"which has {format_mib(total)} in all{which}; give at most {format_mib(total)}, or a "
-                                "percentage such as 90%")
+                raise PlanError(_("`{command}` asks {asked} of GPU {index} ({name}), which has {total} in all{which}; "
+                                  "give at most {total}, or a percentage such as 90%").format(
+                                      command=change.command, asked=format_mib(asked), index=index,
+                                      name=printable(gpu.name), total=format_mib(total), which=which))
 
     def environment_note(self, value, environ) -> str:
         if value is not None and forced_growth(environ) is True:
@@ -118,7 +122,7 @@ class Limit(MemorySplit):
         help="A cap on the memory TensorFlow takes on each visible GPU, or on one with --gpu; sizes in MiB unless a "
              "unit says otherwise, or a percentage of the GPU's total.",
         examples=("%tfgpu limit 4GB", "%tfgpu limit 40% --gpu 1", "%tfgpu limit off"), tab=("off",),
-        placeholder="40% / 2GB", control=Control("memory limit", "text", "4GB | 40% | off  [--gpu I]", "off"))
+        placeholder="40% / 2GB", control=Control(N_("memory limit"), "text", "4GB | 40% | off  [--gpu I]", "off"))
 
     def parse(self, text: str):
         return None if text.lower() == "off" else parse_size(text, what=self.name)
@@ -215,9 +219,10 @@ def _logical_step(adapter, plan: Plan) -> Step:
         wants = [(physical, device, desired_limits(plan, physical, adapter.totals_mib)) for physical, device in gpus]
     except LookupError as err:
         return Step(Status.FAILED, str(err))
-    calls = [logical_call(adapter.tf, device, want) for _, device, want in wants
+    calls = [logical_call(adapter.tf, device, want) for _physical, device, want in wants
              if current_limits(adapter.tf, device) != want]
-    shown = [(physical, "default" if want is None else ", ".join(map(format_mib, want))) for physical, _, want in wants]
+    shown = [(physical, "default" if want is None else ", ".join(map(format_mib, want)))
+             for physical, _device, want in wants]
     detail = "; ".join(f"GPU {physical}: {text}" for physical, text in shown)
     return Step(Status.APPLIED, detail, calls, per_gpu=tuple((p, f"GPU {p}: {t}") for p, t in shown))
 
@@ -227,9 +232,9 @@ def _resolved(sizes, physical: int, total: int | None) -> list[int]:
     mib = [resolve_size(s, total) for s in sizes]
     if None in mib:
         asked = ",".join(format_size(s) for s in sizes)
-        raise PlanError(f"cannot export {asked} for GPU {physical}: its total memory is unknown now (NVML does not "
-                        "report it), so the percentage has no size in MiB; give an absolute size such as 4GB, or "
-                        "export where NVML sees the GPU")
+        raise PlanError(_("cannot export {asked} for GPU {index}: its total memory is unknown now (NVML does not "
+                          "report it), so the percentage has no size in MiB; give an absolute size such as 4GB, or "
+                          "export where NVML sees the GPU").format(asked=asked, index=physical))
     return mib
 
 

@@ -8,6 +8,7 @@ import argparse
 import functools
 from dataclasses import replace
 
+from ..i18n import N_, _, width
 from ..inputs import printable
 from ..no_gpu import cpu_only
 from ..plan import ALL, FIRST_LINE, Plan, PlanError, VisibleSpec, parse_size, parse_visible, shown
@@ -57,8 +58,9 @@ class Visible(Setting):
                   "%tfgpu visible auto --wait 30m",
                   "%tfgpu visible auto:2 --min-free 10GB", "%tfgpu visible auto --min-free 20GB --wait 10m",
                   "%tfgpu visible 2 --min-free 20GB --wait 1h", "%tfgpu visible none"),
-        placeholder="1 / auto / all", control=Control("visible GPUs", "text", "0 | 1,3 | all | none | auto:1", "all",
-                                                       not_asked="every GPU this kernel was given"))
+        placeholder="1 / auto / all",
+        control=Control(N_("visible GPUs"), "text", "0 | 1,3 | all | none | auto:1", "all",
+                        not_asked=N_("every GPU this kernel was given")))
 
     # -- text to a Change ----------------------------------------------------------------------------------------
     def parse(self, text: str) -> VisibleSpec:
@@ -82,11 +84,12 @@ class Visible(Setting):
         if min_free is not None or wait is not None:
             if parsed.every or (parsed.auto is None and not parsed.indices):
                 option = "--min-free" if min_free is not None else "--wait"
-                raise PlanError(f"{option} goes with auto, auto:N or GPU indices, not {shown(spec)}")
+                raise PlanError(_("{option} goes with auto, auto:N or GPU indices, not {spec}").format(
+                    option=option, spec=shown(spec)))
             if wait is not None and parsed.auto is None and min_free is None:
-                raise PlanError(f"--wait with GPU indices needs --min-free SIZE (what to wait for): "
-                                f"`%tfgpu visible {spec} --min-free 10GB --wait 10m`")
-            floor = None if min_free is None else parse_size(min_free, allow_percent=False, what="--min-free size")
+                raise PlanError(_("--wait with GPU indices needs --min-free SIZE (what to wait for): {example}").format(
+                    example=f"`%tfgpu visible {spec} --min-free 10GB --wait 10m`"))
+            floor = None if min_free is None else parse_size(min_free, allow_percent=False, what=_("--min-free size"))
             parsed = VisibleSpec(indices=parsed.indices, auto=parsed.auto, min_free_mib=floor,
                                  wait_s=None if wait is None else parse_duration(wait))
         return Change(self.name, parsed, ALL, command)
@@ -103,7 +106,7 @@ class Visible(Setting):
         such a GPU is chosen by: its own index is refused)."""
         whole = [gpu for gpu in gpus if not gpu.upper().startswith("MIG-")]
         if "," in fragment:  # a list: the whole GPUs not in it yet (a MIG device is given alone)
-            head, _, _ = fragment.rpartition(",")
+            head, _sep, _tail = fragment.rpartition(",")
             taken = set(head.split(","))
             return [f"{head},{gpu}" for gpu in whole if gpu not in taken]
         if fragment.lower().startswith("auto:"):
@@ -122,8 +125,8 @@ class Visible(Setting):
         spec = self.value(plan)
         if spec is not None and not spec.every:
             if physical not in spec.indices:
-                raise PlanError(f"cannot export a setting for GPU {physical}: `visible {spec}` hides it; turn that "
-                                "setting off or make the GPU visible")
+                raise PlanError(_("cannot export a setting for GPU {index}: `visible {spec}` hides it; turn that "
+                                  "setting off or make the GPU visible").format(index=physical, spec=spec))
             return spec.indices.index(physical)
         return physical
 
@@ -135,8 +138,9 @@ class Visible(Setting):
                       for g in other.gpus(plan) if g != ALL and g not in value.indices]
             if hidden:
                 what, gpu_ = hidden[0]
-                raise PlanError(f"visible {value} would hide GPU {gpu_}, which has a {what} setting; run "
-                                f"`%tfgpu {what} off --gpu {gpu_}` first")
+                fix = f"`%tfgpu {what} off --gpu {gpu_}`"
+                raise PlanError(_("visible {value} would hide GPU {index}, which has a {setting} setting; run {fix} "
+                                  "first").format(value=value, index=gpu_, setting=what, fix=fix))
         return super().planned(plan, value, gpu)
 
     # -- against the machine ---------------------------------------------------------------------------------
@@ -180,24 +184,27 @@ class Visible(Setting):
         asked = spec.mig[0]
         if snap is None or not snap.available or snap.error is not None:
             why = nvml_why(snap.error if snap else None)
-            first = f"`{change.command}` needs NVML to find a MIG device, and it is unavailable"
-            if len(f"tfgpu: {first}: {why}") <= FIRST_LINE:
+            first = _("`{command}` needs NVML to find a MIG device, and it is unavailable").format(
+                command=change.command)
+            if width(f"tfgpu: {first}: {why}") <= FIRST_LINE:
                 raise PlanError(f"{first}: {why}")
             raise PlanError(first, more=f"NVML: {why}")
         found = snap.mig_device(asked)
         if found is None:
-            migs = [m for _, m in snap.mig_devices() if isinstance(m.uuid, str)]
+            migs = [m for _parent, m in snap.mig_devices() if isinstance(m.uuid, str)]
             if not migs:
-                raise PlanError(f"{printable(asked)} names no MIG device: no GPU here is in MIG mode; choose GPUs by "
-                                "their index")
+                raise PlanError(_("{asked} names no MIG device: no GPU here is in MIG mode; choose GPUs by their index"
+                                  ).format(asked=printable(asked)))
             starting = [m for m in migs if m.uuid.lower().startswith(asked.lower())]
-            what = "starts several MIG devices' UUIDs" if len(starting) > 1 else "matches no MIG device NVML lists"
-            raise MigChoiceError(f"{printable(asked)} {what}; choose one:",
+            what = (_("starts several MIG devices' UUIDs") if len(starting) > 1 else
+                    _("matches no MIG device NVML lists"))
+            raise MigChoiceError(_("{asked} {what}; choose one:").format(asked=printable(asked), what=what),
                                  [f"  {_choice_line(m)}" for m in starting if len(starting) > 1] or
                                  [f"  {_choice_line(m)}" for m in migs])
         parent, mig = found
         if not given.allows_mig(mig.uuid, parent.index):
-            raise PlanError(f"`{change.command}` refused: {given.refusal(f'MIG device {mig.uuid}')}")
+            raise PlanError(_("`{command}` refused: {why}").format(command=change.command,
+                                                                   why=given.refusal(f"MIG device {mig.uuid}")))
         return VisibleSpec(mig=(mig.uuid,))
 
     # -- the environment -------------------------------------------------------------------------------------
@@ -231,13 +238,13 @@ class Visible(Setting):
         if outcome.status is Status.NO_DEVICE and isinstance(value, VisibleSpec) and value.mig:
             # A MIG device is chosen only through the variable, which CUDA read at the listing: too late, said so.
             raise too_late(change.command or f"%tfgpu visible {value}",
-                           "TensorFlow has listed its GPUs",
-                           f"restart the kernel and run it first ({VARIABLE}, read at that listing, is how a MIG device"
-                           " is chosen)")
+                           _("TensorFlow has listed its GPUs"),
+                           _("restart the kernel and run it first ({variable}, read at that listing, is how a MIG "
+                             "device is chosen)").format(variable=VARIABLE))
         moved = VARIABLE in env and env[VARIABLE] != read.get(VARIABLE)
         if outcome.status is Status.NO_GPU and moved and state >= TFState.ENUMERATED:
             command = change.command or f"%tfgpu visible {value}"
-            raise too_late(command, "TensorFlow has listed its devices")
+            raise too_late(command, _("TensorFlow has listed its devices"))
         if env and state < TFState.ENUMERATED:
             return replace(outcome, status=Status.APPLIED if changed else Status.UNCHANGED,
                            detail=f"{self._said(env)}; CUDA reads it when TensorFlow first lists its devices")
@@ -325,12 +332,14 @@ def _refuse_mig_mode(spec: VisibleSpec, snap, given) -> None:
         if gpu.mig_mode is not True or not given.allows(index):
             continue
         migs = [m for m in gpu.mig_devices if isinstance(m.uuid, str) and given.allows_mig(m.uuid, index)]
-        alone = " alone" if len(spec.indices) > 1 else ""
         if not migs:
-            why = "no MIG device" if not gpu.mig_devices else "no MIG device given to this kernel"
-            raise PlanError(f"GPU {index} is in MIG mode with {why}, so CUDA finds nothing there; choose another GPU")
-        raise MigChoiceError(f"GPU {index} is in MIG mode, where a process gets one MIG device, not the GPU; choose "
-                             f"one{alone}:", [f"  {_choice_line(m)}" for m in migs])
+            why = _("no MIG device") if not gpu.mig_devices else _("no MIG device given to this kernel")
+            raise PlanError(_("GPU {index} is in MIG mode with {why}, so CUDA finds nothing there; choose another GPU"
+                              ).format(index=index, why=why))
+        choose = (_("GPU {index} is in MIG mode, where a process gets one MIG device, not the GPU; choose one alone:")
+                  if len(spec.indices) > 1 else
+                  _("GPU {index} is in MIG mode, where a process gets one MIG device, not the GPU; choose one:"))
+        raise MigChoiceError(choose.format(index=index), [f"  {_choice_line(m)}" for m in migs])
 
 
 def _choice_line(mig) -> str:
