@@ -195,7 +195,7 @@ export class StartApplier {
       try {
         answer = await link.validate(settings);
       } catch (error) {
-        const why = error instanceof LinkClosedError ? error.message : String(error);
+        const why = error instanceof LinkClosedError ? trans.__('the connection to the kernel is not open') : String(error);
         notChecked = trans.__('The kernel did not answer (%1), so nothing was checked: it checks them at its start.', why);
       }
     }

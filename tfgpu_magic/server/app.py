@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
 
+from . import schema_words
 from .handlers import Extension
 
 
@@ -17,6 +18,7 @@ class TfgpuExtensionApp(ExtensionApp):
 
     def initialize_handlers(self) -> None:
         self.tfgpu = Extension(self.serverapp)
+        schema_words.install()
 
     async def _start_jupyter_server_extension(self, serverapp) -> None:
         self.tfgpu.start()
