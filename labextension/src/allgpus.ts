@@ -25,7 +25,7 @@ export interface ServerActions {
    * The chart of the series `key` (a GPU's or a MIG device's key in the history), kept by the sidebar across
    * renders; null where there is none (no history from the server, or it does not sample).
    */
-  chart(key: string | null, utilization: boolean, small?: boolean): HTMLElement | null;
+  chart(key: string | null, utilization: boolean, small: boolean, device: string): HTMLElement | null;
   /** Offer to shut the kernel down (its dialog); absent: no "Shut down" buttons. */
   shutdown?(target: ShutdownTarget): void;
   /** Whether a shut-down of this kernel is under way (its button is then disabled). */
@@ -76,8 +76,10 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
     mark.setAttribute('aria-label', group.mark);
     row.appendChild(mark);
   }
-  // The part that opens the notebook; the shut-down button beside it is a button of its own, not inside it.
-  const open = el('span', 'tfgpu-open');
+  // The part that opens the notebook (a button where it can be opened: Enter and Space for free); the shut-down
+  // button beside it is a button of its own, not inside it.
+  const path = group.openPath;
+  const open = path !== null ? el('button', 'tfgpu-open') : el('span', 'tfgpu-open');
   open.appendChild(el('span', 'tfgpu-item-label', group.label));
   const tag = typeTag(group.tag);
   if (tag) {
@@ -93,19 +95,12 @@ function notebookRow(group: NotebookGroup, actions: ServerActions, trans: Transl
   }
   open.appendChild(shown(group.memory, 'tfgpu-item-figure'));
   row.appendChild(open);
-  const path = group.openPath;
-  if (path !== null) {
+  if (open instanceof HTMLButtonElement && path !== null) {
+    open.type = 'button';
     open.classList.add('tfgpu-clickable');
-    open.tabIndex = 0;
-    open.setAttribute('role', 'button');
-    open.setAttribute('aria-label', trans.__('Open %1', path));
+    // Its name says what it does and keeps its figures: "Open train.ipynb, 4,096 MiB".
+    open.setAttribute('aria-label', trans.__('Open %1, %2', path, group.memory.text));
     open.addEventListener('click', () => actions.openNotebook(path));
-    open.addEventListener('keydown', (event: KeyboardEvent) => {
-      if (event.key === 'Enter' || event.key === ' ') {
-        event.preventDefault();
-        actions.openNotebook(path);
-      }
-    });
   }
   if (group.shutdown && actions.shutdown) {
     row.appendChild(shutdownButton(group.shutdown, actions, trans));
@@ -142,10 +137,11 @@ function otherRow(proc: OtherProcessRow, trans: TranslationBundle): HTMLLIElemen
   return row;
 }
 
-function memoryMeter(memory: MemoryBar, trans: TranslationBundle): HTMLDivElement {
+/** The memory bar, named for screen readers with its device ("GPU 1 memory used"), its figure as its value text. */
+function memoryMeter(memory: MemoryBar, device: string, trans: TranslationBundle): HTMLDivElement {
   const bar = el('div', 'tfgpu-bar', undefined, memory.title || memory.text);
   bar.setAttribute('role', 'meter');
-  bar.setAttribute('aria-label', trans.__('Memory used'));
+  bar.setAttribute('aria-label', trans.__('%1 memory used', device));
   bar.setAttribute('aria-valuemin', '0');
   bar.setAttribute('aria-valuemax', '100');
   if (memory.percent !== null) {
@@ -221,9 +217,9 @@ function migBlock(mig: MigRow, actions: ServerActions, trans: TranslationBundle)
   const block = el('div', 'tfgpu-mig');
   block.dataset.mig = mig.historyKey ?? mig.key;
   block.appendChild(el('div', 'tfgpu-mig-heading', mig.heading.text, mig.heading.title || mig.heading.text));
-  block.appendChild(memoryMeter(mig.memory, trans));
+  block.appendChild(memoryMeter(mig.memory, mig.heading.text, trans));
   block.appendChild(figures(mig.memory, [[trans.__('util'), mig.utilization, 'tfgpu-util']]));
-  const chart = actions.chart(mig.historyKey, false, true);
+  const chart = actions.chart(mig.historyKey, false, true, mig.heading.text);
   if (chart) {
     block.appendChild(chart);
   }
@@ -239,7 +235,7 @@ function gpuBlock(gpu: GpuRow, actions: ServerActions, trans: TranslationBundle)
     block.classList.add('tfgpu-gpu-failed');
     block.appendChild(line(gpu.error, 'error'));
   } else {
-    block.appendChild(memoryMeter(gpu.memory, trans));
+    block.appendChild(memoryMeter(gpu.memory, gpu.short, trans));
     block.appendChild(
       figures(gpu.memory, [
         [trans.__('util'), gpu.utilization, 'tfgpu-util'],
@@ -247,7 +243,7 @@ function gpuBlock(gpu: GpuRow, actions: ServerActions, trans: TranslationBundle)
       ])
     );
     // In MIG mode NVML reports no utilization for the GPU either: memory only.
-    const chart = actions.chart(gpu.historyKey, gpu.migLine === null);
+    const chart = actions.chart(gpu.historyKey, gpu.migLine === null, false, gpu.short);
     if (chart) {
       block.appendChild(chart);
     }

@@ -5,7 +5,7 @@
  */
 import type { TranslationBundle } from '@jupyterlab/translation';
 
-import { CHART_H, CHART_W, ChartView, hoverAt, SeriesId, Tick, yOf } from './model';
+import { CHART_H, CHART_W, ChartFigures, ChartView, hoverAt, SeriesId, Tick, yOf } from './model';
 import { el } from './render';
 
 const SVG_NS = 'http://www.w3.org/2000/svg';
@@ -78,6 +78,8 @@ export class GpuChart {
     this._hoverValues = el('span', 'tfgpu-chart-hover-values');
     this._hover.append(this._hoverTime, this._hoverValues);
     this._hover.hidden = true;
+    // The pointer's label repeats, for a mouse, what the table below says to the keyboard and screen readers.
+    this._hover.setAttribute('aria-hidden', 'true');
     this._plot.appendChild(this._hover);
     frame.appendChild(this._plot);
     const yAxis = el('div', 'tfgpu-chart-yaxis');
@@ -89,6 +91,17 @@ export class GpuChart {
     this._xAxis = el('div', 'tfgpu-chart-xaxis');
     this._xAxis.setAttribute('aria-hidden', 'true');
     this.node.appendChild(this._xAxis);
+
+    // The figures as text: a table (caption: the summary) the keyboard reaches through its <summary>.
+    const details = el('details', 'tfgpu-chart-details');
+    details.appendChild(el('summary', 'tfgpu-chart-details-toggle', trans.__('Figures as a table')));
+    const table = el('table', 'tfgpu-table tfgpu-chart-table');
+    this._caption = el('caption', 'tfgpu-chart-caption');
+    this._tableHead = el('thead');
+    this._tableBody = el('tbody');
+    table.append(this._caption, this._tableHead, this._tableBody);
+    details.appendChild(table);
+    this.node.appendChild(details);
 
     this._plot.addEventListener('mousemove', (event: MouseEvent) => {
       const box = this._plot.getBoundingClientRect();
@@ -103,11 +116,15 @@ export class GpuChart {
 
   readonly node: HTMLDivElement;
 
-  /** Draw `view`; the hover, if the pointer is on the chart, follows the new samples under it. */
-  update(view: ChartView): void {
+  /**
+   * Draw `view`; the hover, if the pointer is on the chart, follows the new samples under it. `figures`: the same
+   * as text (the chart's accessible name and its table).
+   */
+  update(view: ChartView, figures: ChartFigures): void {
     this._view = view;
     this.node.dataset.key = view.key;
-    this._svg.setAttribute('aria-label', view.summary);
+    this._svg.setAttribute('aria-label', figures.summary);
+    this._drawTable(figures);
     for (const s of view.series) {
       this._lines.get(s.id)?.setAttribute('d', s.path);
       if (s.id === 'memory') {
@@ -118,6 +135,35 @@ export class GpuChart {
     this._empty.hidden = !view.empty;
     this._drawTicks(view.ticks);
     this._drawHover();
+  }
+
+  private _drawTable(figures: ChartFigures): void {
+    this._caption.textContent = figures.summary;
+    const key = JSON.stringify([figures.columns, figures.rows]);
+    if (key === this._tableKey) {
+      return;
+    }
+    this._tableKey = key;
+    const head = el('tr');
+    for (const column of figures.columns) {
+      const th = el('th', '', column);
+      th.scope = 'col';
+      head.appendChild(th);
+    }
+    this._tableHead.replaceChildren(head);
+    this._tableBody.replaceChildren(
+      ...figures.rows.map(row => {
+        const tr = el('tr');
+        const th = el('th', 'tfgpu-chart-table-time', row.ago, row.time);
+        th.scope = 'row';
+        tr.appendChild(th);
+        tr.appendChild(el('td', 'tfgpu-chart-table-memory', row.memory));
+        if (row.utilization !== null) {
+          tr.appendChild(el('td', 'tfgpu-chart-table-util', row.utilization));
+        }
+        return tr;
+      })
+    );
   }
 
   private _drawTicks(ticks: Tick[]): void {
@@ -175,6 +221,10 @@ export class GpuChart {
   private _hoverValues: HTMLSpanElement;
   private _xAxis: HTMLDivElement;
   private _ticksKey = '';
+  private _caption: HTMLTableCaptionElement;
+  private _tableHead: HTMLTableSectionElement;
+  private _tableBody: HTMLTableSectionElement;
+  private _tableKey = '';
   private _view: ChartView | null = null;
   /** Where the pointer is, as a fraction of the plot's width; null: not on the chart. */
   private _pointer: number | null = null;

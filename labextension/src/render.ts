@@ -28,6 +28,36 @@ export function dismissButton(trans: TranslationBundle, onClick: () => void, cla
   return button;
 }
 
+/**
+ * What names a control across re-renders (a new node for the same button): its tag, classes, and the kernel and GPU of
+ * its row, or else its label.
+ */
+function focusKey(node: HTMLElement): string {
+  const kernel = node.closest<HTMLElement>('[data-kernel-id]')?.dataset.kernelId ?? '';
+  const device = node.closest<HTMLElement>('[data-mig], [data-gpu]');
+  const label = kernel ? '' : (node.getAttribute('aria-label') ?? node.textContent ?? '');
+  return [node.tagName, node.className, kernel, device?.dataset.mig ?? device?.dataset.gpu ?? '', label].join('|');
+}
+
+/**
+ * Run `render`, which replaces nodes of `root`, and give the keyboard focus back to the control it was on (the same
+ * node if it was moved, else the new one of the same name): a re-render every few seconds must not drop a keyboard
+ * user's place to the page's start.
+ */
+export function keepFocus(root: HTMLElement, render: () => void): void {
+  const active = document.activeElement;
+  const before = active instanceof HTMLElement && root.contains(active) ? active : null;
+  const key = before ? focusKey(before) : '';
+  render();
+  if (!before || root.contains(document.activeElement)) {
+    return;
+  }
+  const again = root.contains(before)
+    ? before
+    : Array.from(root.querySelectorAll<HTMLElement>(before.tagName)).find(node => focusKey(node) === key);
+  again?.focus({ preventScroll: true });
+}
+
 /** An element with classes and (optional) text. */
 export function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,

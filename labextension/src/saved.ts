@@ -35,7 +35,7 @@ import {
   settingsKey,
   Words
 } from './model';
-import { el, line } from './render';
+import { el, keepFocus, line } from './render';
 
 /** A button styled as JupyterLab's, with its accessible name equal to its text. */
 function button(text: string, className: string, title: string): HTMLButtonElement {
@@ -102,7 +102,7 @@ export async function writeCheckedFirstCell(
   try {
     answer = await link.validate(saved.saved.settings);
   } catch (error) {
-    const why = error instanceof LinkClosedError ? error.message : String(error);
+    const why = error instanceof LinkClosedError ? trans.__('the connection to the kernel is not open') : String(error);
     return { ok: false, text: trans.__('Nothing written: the kernel did not answer (%1).', why) };
   }
   if (!answer.ok) {
@@ -309,7 +309,7 @@ export class SavedSection {
       this._errors.set(name, error);
       this._fieldError(name, '');
     }
-    this._fields.replaceChildren(...fields);
+    keepFocus(this._fields, () => this._fields.replaceChildren(...fields));
   }
 
   /** Put the saved values in the inputs. */
@@ -410,7 +410,7 @@ export class SavedSection {
         );
       }
     }
-    this._applyStatus.replaceChildren(...statusNodes);
+    keepFocus(this._applyStatus, () => this._applyStatus.replaceChildren(...statusNodes));
 
     // What the metadata carries.
     const summary: HTMLElement[] = [];
@@ -541,7 +541,7 @@ export class SavedSection {
     try {
       answer = await link.validate(settings);
     } catch (error) {
-      const why = error instanceof LinkClosedError ? error.message : String(error);
+      const why = error instanceof LinkClosedError ? trans.__('the connection to the kernel is not open') : String(error);
       this._message(
         restart
           ? trans.__('The kernel did not answer (%1): no restart, nothing saved.', why)

@@ -21,17 +21,10 @@ export class GpuStatusItem extends Widget {
     private readonly _trans: TranslationBundle,
     private readonly _open: () => void
   ) {
-    super();
+    // A real button: focusable, Enter and Space open the sidebar as a click does.
+    super({ node: Object.assign(document.createElement('button'), { type: 'button' }) });
     this.addClass('tfgpu-status-item');
-    this.node.setAttribute('role', 'button');
-    this.node.tabIndex = 0;
     this.node.addEventListener('click', () => this._open());
-    this.node.addEventListener('keydown', (event: KeyboardEvent) => {
-      if (event.key === 'Enter' || event.key === ' ') {
-        event.preventDefault();
-        this._open();
-      }
-    });
     _feed.changed.connect(this._update, this);
     _tracker?.currentChanged.connect(this._update, this);
     this._update();

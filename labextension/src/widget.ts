@@ -14,6 +14,7 @@ import type { GpuFeed } from './feed';
 import { GpuChart } from './gpuchart';
 import { gpuIcon } from './icon';
 import {
+  chartFigures,
   chartView,
   FrontNotebook,
   linkMessage,
@@ -32,7 +33,7 @@ import {
   ShutdownTarget,
   Words
 } from './model';
-import { el, line, renderNotebook, renderRefused, titleClipped } from './render';
+import { el, keepFocus, line, renderNotebook, renderRefused, titleClipped } from './render';
 import { IFirstCellVerdict, SavedSection, writeCheckedFirstCell } from './saved';
 import { confirmShutdown } from './shutdown';
 
@@ -85,6 +86,9 @@ export class GpuSidebar extends Widget {
 
     const header = el('header', 'tfgpu-header', trans.__('GPUs'));
     this._serverStatus = el('div', 'tfgpu-status');
+    // The lines on the server's state (not answering, a failed shut-down): said once when they change. The
+    // figures refreshed every few seconds are not live: no chatter.
+    this._serverStatus.setAttribute('aria-live', 'polite');
     this._serverBody = el('div', 'tfgpu-body');
     const server = el('section', 'tfgpu-section tfgpu-server');
     server.appendChild(el('h2', 'tfgpu-section-title', trans.__('All GPUs')));
@@ -109,6 +113,7 @@ export class GpuSidebar extends Widget {
 
     this._notebookTitle = el('span', 'tfgpu-section-path');
     this._notebookStatus = el('div', 'tfgpu-status');
+    this._notebookStatus.setAttribute('aria-live', 'polite');
     this._refused = el('div', 'tfgpu-refused-slot');
     this._notebookBody = el('div', 'tfgpu-body');
     this._saved = null;
@@ -259,8 +264,11 @@ export class GpuSidebar extends Widget {
     this._trouble = failure ? serverTrouble(failure.status, this._trans) : null;
   }
 
-  /** The chart of one GPU or MIG device, kept across renders; null where the server keeps no history. */
-  private _chart(key: string | null, utilization: boolean, small = false): HTMLElement | null {
+  /**
+   * The chart of one GPU or MIG device (`device`: its name in the chart's text, "GPU 0"), kept across renders;
+   * null where the server keeps no history.
+   */
+  private _chart(key: string | null, utilization: boolean, small: boolean, device: string): HTMLElement | null {
     const history = this._feed.history;
     const now = this._feed.serverNow;
     if (key === null || history === null || !history.sampling || now === null) {
@@ -270,23 +278,36 @@ export class GpuSidebar extends Widget {
     const slot = `${key} ${utilization}`;
     let kept = this._charts.get(slot);
     if (!kept) {
-      kept = { chart: new GpuChart(this._trans, utilization, small), key, utilization };
+      kept = { chart: new GpuChart(this._trans, utilization, small), key, utilization, device };
       this._charts.set(slot, kept);
     }
-    kept.chart.update(chartView(key, history, now, { utilization, words: this._wordsOf(null) }, this._trans));
+    kept.device = device;
+    this._drawChart(kept);
     return kept.chart.node;
+  }
+
+  /** A chart's view of the history now, drawn and told as text. */
+  private _drawChart(kept: { chart: GpuChart; key: string; utilization: boolean; device: string }): void {
+    const history = this._feed.history;
+    const now = this._feed.serverNow;
+    if (history === null || now === null) {
+      return;
+    }
+    const { key, utilization } = kept;
+    const view = chartView(key, history, now, { utilization, words: this._wordsOf(null) }, this._trans);
+    kept.chart.update(view, chartFigures(view, history.series[key], kept.device, this._trans));
   }
 
   /** New samples into the charts on screen, without rebuilding the rows around them. */
   private _updateCharts(): void {
     const history = this._feed.history;
     const now = this._feed.serverNow;
-    for (const [slot, { chart, key, utilization }] of this._charts) {
-      if (!chart.node.isConnected || history === null || now === null) {
+    for (const [slot, kept] of this._charts) {
+      if (!kept.chart.node.isConnected || history === null || now === null) {
         this._charts.delete(slot); // its GPU is gone (or the history): a new chart if it comes back
         continue;
       }
-      chart.update(chartView(key, history, now, { utilization, words: this._wordsOf(null) }, this._trans));
+      this._drawChart(kept);
     }
   }
 
@@ -334,7 +355,7 @@ export class GpuSidebar extends Widget {
   private _renderCuller(): void {
     const culler = this._culler;
     const nodes = culler ? renderCuller(culler, this._trans) : [];
-    this._cullerSlot.replaceChildren(...nodes);
+    keepFocus(this._cullerSlot, () => this._cullerSlot.replaceChildren(...nodes));
     this._cullerSlot.classList.toggle('tfgpu-empty', nodes.length === 0);
     this._scheduleTitles();
   }
@@ -342,7 +363,7 @@ export class GpuSidebar extends Widget {
   /** The lines on kernels that died holding GPU memory, at the top. */
   private _renderDeaths(): void {
     const nodes = renderDeaths(this._deaths, this._trans);
-    this._deathSlot.replaceChildren(...nodes);
+    keepFocus(this._deathSlot, () => this._deathSlot.replaceChildren(...nodes));
     this._deathSlot.classList.toggle('tfgpu-empty', nodes.length === 0);
   }
 
@@ -377,10 +398,10 @@ export class GpuSidebar extends Widget {
     if (this._actionError) {
       status.push(line(this._actionError, 'error', 'tfgpu-shutdown-error'));
     }
-    this._serverStatus.replaceChildren(...status);
+    keepFocus(this._serverStatus, () => this._serverStatus.replaceChildren(...status));
     const actions: ServerActions = {
       openNotebook: this._openNotebook,
-      chart: (key, utilization, small) => this._chart(key, utilization, small),
+      chart: (key, utilization, small, device) => this._chart(key, utilization, small, device),
       shuttingDown: kernelId => this._shuttingDown.has(kernelId)
     };
     if (this._shutdownKernel) {
@@ -388,8 +409,11 @@ export class GpuSidebar extends Widget {
         this._shutdown(target).catch(error => console.error('tfgpu_magic: shutting the kernel down failed', error));
       };
     }
-    this._serverBody.replaceChildren(
-      view === null && trouble ? document.createDocumentFragment() : renderServer(view, actions, trans, historyNote)
+    // The render inside keepFocus: it moves the kept charts (a focused table toggle among them) into the new rows.
+    keepFocus(this._serverBody, () =>
+      this._serverBody.replaceChildren(
+        view === null && trouble ? document.createDocumentFragment() : renderServer(view, actions, trans, historyNote)
+      )
     );
     this._scheduleTitles();
     return true;
@@ -446,11 +470,13 @@ export class GpuSidebar extends Widget {
         statusNodes.push(button);
       }
     }
-    this._notebookStatus.replaceChildren(...statusNodes);
-    this._refused.replaceChildren(
-      ...(refused.rows.length && panel
-        ? [renderRefused(refused, settings => this._restartAndApply(panel, settings), trans)]
-        : [])
+    keepFocus(this._notebookStatus, () => this._notebookStatus.replaceChildren(...statusNodes));
+    keepFocus(this._refused, () =>
+      this._refused.replaceChildren(
+        ...(refused.rows.length && panel
+          ? [renderRefused(refused, settings => this._restartAndApply(panel, settings), trans)]
+          : [])
+      )
     );
     this._notebookBody.replaceChildren(view ? renderNotebook(view, trans) : document.createDocumentFragment());
   }
@@ -548,7 +574,7 @@ export class GpuSidebar extends Widget {
   private _view: ServerView | null = null;
   private _trouble: ServerTrouble | null = null;
   /** The charts on screen, by series key and kind (with utilization or memory only). */
-  private _charts = new Map<string, { chart: GpuChart; key: string; utilization: boolean }>();
+  private _charts = new Map<string, { chart: GpuChart; key: string; utilization: boolean; device: string }>();
   private _shuttingDown = new Set<string>();
   private _actionError = '';
   private _actionErrorTimer: ReturnType<typeof setTimeout> | undefined = undefined;

@@ -361,6 +361,8 @@ def _svg(series: list[Series], top: float, top_label: str, label: str, width: in
     # Areas first, then lines; a line that later ones meet drawn wider: every series shows where they meet.
     lines = [s for s in series if s.kind == "line"]
     under = {k: sum(_meets(s, later, y) for later in lines[k + 1:]) for k, s in enumerate(lines)}
+    # The paths carry no aria-label: inside the svg's role='img' they are presentational (an aria-label on a path
+    # without a role is invalid ARIA, axe's aria-prohibited-attr); the svg's own label says what the chart shows.
     drawn = []
     for s in series:
         runs = _runs(s.points)
@@ -372,14 +374,14 @@ def _svg(series: list[Series], top: float, top_label: str, label: str, width: in
             closed = "".join(f"{step_path([run], x, y, held if k == len(runs) - 1 else None)}V{y(0):.1f}"
                              f"H{x(run[0][0]):.1f}Z" for k, run in enumerate(runs))
             drawn.insert(0, f"<path class='tfgpu-series tfgpu-series-area' d='{closed}' style='fill:{s.colour};"
-                            f"fill-opacity:0.22;stroke:none' aria-label='{esc(s.label)}'/><path class='tfgpu-series "
+                            "fill-opacity:0.22;stroke:none'/><path class='tfgpu-series "
                             f"tfgpu-series-edge' d='{path}' style='fill:none;stroke:{s.colour}' stroke-width='1' "
-                            f"stroke-dasharray='4 3' aria-label='{esc(s.label)}'/>")
+                            "stroke-dasharray='4 3'/>")
         else:
             width_ = LINE_WIDTH + UNDER_WIDTH * under[lines.index(s)]
             drawn.append(f"<path class='tfgpu-series tfgpu-series-line' d='{path}' style='fill:none;"
                          f"stroke:{s.colour}' stroke-width='{width_:.1f}' "
-                         f"stroke-linejoin='round' aria-label='{esc(s.label)}'/>")
+                         "stroke-linejoin='round'/>")
     ticks = time_ticks(t0, t1) if t1 > t0 else [t0]
     fmt = "%H:%M:%S" if len(ticks) < 2 or ticks[1] - ticks[0] < 60 or any(t % 60 for t in ticks) else "%H:%M"
     axis = [f"<text x='{left - 4}' y='12' text-anchor='end'>{esc(top_label)}</text>",

@@ -25,6 +25,7 @@
  * - restart.ts: what "Restart kernel and apply" saves, leaves out and marks; a start's refusal as a notice;
  * - requests.ts: requests to the kernel that wait for their answer, sent again until it comes;
  * - statusbar.ts: the status-bar item's text;
+ * - chartfigures.ts: a chart's figures as text (a summary and a table) for the keyboard and screen readers;
  * - savedpanel.ts: a live panel saved in a notebook (its own text, for where it cannot be drawn).
  */
 
@@ -38,6 +39,7 @@ export * from './gpus.js';
 export * from './history.js';
 export * from './feed.js';
 export * from './chart.js';
+export * from './chartfigures.js';
 export * from './notebook.js';
 export * from './saved.js';
 export * from './consent.js';
