@@ -27,6 +27,7 @@ from labsession import (
     require_browser,
     run_cell,
     set_theme,
+    watched_page,
     write_notebook,
 )
 
@@ -70,12 +71,8 @@ def a11y_lab(fake_nvml_lib, tmp_path_factory):
 
 @pytest.fixture
 def page(a11y_lab):
-    with a11y_lab.lab.browser_page(width=1400, height=1000) as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page(a11y_lab.lab) as page:
         yield page
-        assert not [e for e in errors if "tfgpu" in e.lower()], errors
-    print(f"--- jupyter lab log (tail) ---\n{a11y_lab.lab.log_tail()}")
 
 
 def sidebar_with_rows(page):

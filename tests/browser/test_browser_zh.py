@@ -17,16 +17,16 @@ import re
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from labsession import (
-    SIDEBAR,
-    SIDEBAR_TAB,
     Lab,
     add_cell_below,
     cell_output,
     keep_screenshot,
     kernel_pid,
     open_notebook,
+    open_sidebar,
     require_browser,
     run_cell,
+    watched_page,
     write_notebook,
 )
 
@@ -57,31 +57,8 @@ def zh_lab(fake_nvml_lib, tmp_path_factory):
 
 @pytest.fixture
 def page(zh_lab):
-    with zh_lab.browser_page(width=1400, height=1000) as page:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+    with watched_page(zh_lab) as page:
         yield page
-        assert not [e for e in errors if "tfgpu" in e.lower()], errors
-    print(f"--- jupyter lab log (tail) ---\n{zh_lab.log_tail()}")
-
-
-def open_sidebar(page):
-    """The sidebar, by its tab (titled 'GPU' in Chinese), once the app has laid itself out."""
-    from playwright.sync_api import expect
-
-    expect(page.locator(SIDEBAR_TAB)).to_have_attribute("title", re.compile("GPU"), timeout=60_000)
-    expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=60_000)
-    sidebar = page.locator(SIDEBAR)
-    for attempt in range(3):
-        if not sidebar.is_visible():
-            page.locator(SIDEBAR_TAB).click()
-        try:
-            expect(sidebar).to_be_visible(timeout=5_000)
-            break
-        except AssertionError:
-            if attempt == 2:
-                raise
-    return sidebar
 
 
 def set_theme(page, name: str) -> None:

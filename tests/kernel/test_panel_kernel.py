@@ -37,7 +37,7 @@ def run_notebook(sources: list[str], **env: str) -> tuple[list[str], dict[str, d
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
         client.set_widgets_metadata()
-    texts = [outputs_text(cell.outputs) for cell in nb.cells]
+    texts = [outputs_text(cell.outputs, raw_html=True) for cell in nb.cells]
     return texts, nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
 
 

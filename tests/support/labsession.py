@@ -643,7 +643,8 @@ def open_sidebar(page):
     land before the shell restores its layout, which then closes the sidebar again)."""
     from playwright.sync_api import expect
 
-    expect(page.locator(SIDEBAR_TAB)).to_have_attribute("title", re.compile("GPUs"), timeout=60_000)
+    # Its title is set once the app is up: "GPUs", "GPU" in Chinese.
+    expect(page.locator(SIDEBAR_TAB)).to_have_attribute("title", re.compile("GPU"), timeout=60_000)
     expect(page.locator("#jupyterlab-splash")).to_have_count(0, timeout=60_000)
     sidebar = page.locator(SIDEBAR)
     for attempt in range(3):
