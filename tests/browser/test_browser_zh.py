@@ -95,7 +95,11 @@ def test_the_sidebar_its_dialog_and_its_settings_are_in_chinese(page, zh_lab, tm
     row = sidebar.get_by_role("button", name=re.compile(f"^打开 {re.escape(OTHER)}"))
     expect(row).to_be_visible(timeout=30_000)
     expect(row).to_contain_text("1,536 MiB")  # figures and units stay as typed
-    assert not re.search(r"\b(?:All GPUs|This notebook|Load tfgpu_magic|Driver)\b", sidebar.inner_text())
+    # The server's sentences too: the row's activity, the note on a process no kernel here can be matched to.
+    expect(sidebar).to_contain_text(re.compile(r"空闲 \d+ (?:s|min) · 占用 1\.5 GiB"), timeout=30_000)
+    expect(sidebar).to_contain_text("1 个进程在此服务器上不可见")
+    assert not re.search(r"\b(?:All GPUs|This notebook|Load tfgpu_magic|Driver|idle|holds|not visible)\b",
+                         sidebar.inner_text())
 
     for theme in THEMES:
         set_theme(page, theme)

@@ -4,6 +4,7 @@ language, which no other thread or request sees, and the command line in a Chine
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import threading
@@ -128,6 +129,26 @@ def test_the_servers_language_is_per_call_and_per_thread():
     assert words.MISSING == "n/a"  # neither call's language stays behind
     with i18n.using(None):
         assert i18n.language() == ""  # no language asked: the usual rule
+
+
+def test_a_shared_answer_is_said_again_in_a_callers_language_and_left_as_it_was():
+    from tfgpu_magic.core import idle
+
+    work = idle.gpu_work([idle.Device(1, 40, (idle.Use("k", 4242, True, 2048, 60),))])["k"]
+    answer = {"kernels": [{"activity": idle.describe(running=False, idle_s=90, work=None)},
+                          {"activity": idle.describe(running=False, idle_s=None, work=work)}],
+              "figures": (1, 2), "note": "plain"}
+    english = json.dumps(answer)  # a said sentence is a str to JSON
+    assert [k["activity"]["text"] for k in answer["kernels"]] == [
+        "idle 1 min", "busy on GPU 1 (child pid 4242, 60% SM)"]
+    with i18n.using("zh-CN"):
+        chinese = i18n.localize(answer)
+    assert [k["activity"]["text"] for k in chinese["kernels"]] == [
+        "空闲 1 min", "在 GPU 1 上忙碌（子进程 pid 4242，60% SM）"]
+    assert chinese["figures"] == (1, 2) and chinese["note"] == "plain"
+    assert json.dumps(answer) == english  # the shared answer keeps its language
+    with i18n.using("en"):
+        assert i18n.localize(chinese) == chinese  # plain strings stay as they are
 
 
 def test_the_command_line_speaks_its_locales_language(fake_nvml):

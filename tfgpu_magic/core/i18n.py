@@ -19,8 +19,9 @@ import functools
 import gettext
 import os
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 DOMAIN = "tfgpu_magic"
 LOCALEDIR = Path(__file__).resolve().parent.parent / "locale"
@@ -127,6 +128,40 @@ def ngettext(singular: str, plural: str, n: int) -> str:
 def N_(message: str) -> str:  # gettext's own name for "mark, translate later"
     """Marks ``message`` for the catalogue without translating it: translate it with ``_()`` where it is used."""
     return message
+
+
+class Said(str):
+    """A sentence in the language in force when it was made, that can be made again in another: a server's answer is
+    made once and shared by every browser, and ``localize`` says it again in one browser's language. It is a plain
+    ``str`` to everything else (JSON, comparisons, the metrics)."""
+
+    __slots__ = ("_make",)
+
+    def __new__(cls, make: Callable[[], str]) -> Said:
+        said = super().__new__(cls, make())
+        said._make = make
+        return said
+
+    def again(self) -> str:
+        """The sentence in the language in force now."""
+        return self._make()
+
+
+def said(make: Callable[[], str]) -> Said:
+    """``make()`` now, remembered for ``localize``: ``said(lambda: _("idle {span}").format(span=...))``."""
+    return Said(make)
+
+
+def localize(value: Any) -> Any:
+    """A copy of ``value`` (dicts, lists and tuples walked) with every ``Said`` made again in the language in force;
+    ``value`` itself is left as it is."""
+    if isinstance(value, Said):
+        return value.again()
+    if isinstance(value, dict):
+        return {key: localize(item) for key, item in value.items()}
+    if isinstance(value, list) or type(value) is tuple:
+        return type(value)(localize(item) for item in value)
+    return value
 
 
 def width(text: str) -> int:

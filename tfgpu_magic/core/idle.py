@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .i18n import _, said
+
 DEFAULT_THRESHOLD_PCT = 5.0
 
 
@@ -78,29 +80,35 @@ def _rank(work: GpuWork) -> int:
 def _on_device(kernel: str, device: Device, threshold: float) -> GpuWork:
     mine = [u for u in device.uses if u.kernel == kernel]
     others = [u for u in device.uses if u.kernel != kernel]
-    where = f"GPU {device.gpu}"
+    # The whys are said() (core/i18n.py): the server's shared answer is said again in each browser's language.
+    gpu = device.gpu
     for use in sorted(mine, key=lambda u: -(u.sm_pct or 0)):
         if use.sm_pct is not None and use.sm_pct > threshold:
-            who = f"child pid {use.pid}" if use.child else f"pid {use.pid}"
-            return GpuWork(True, True, device.gpu, use.pid, use.child, f"busy on {where} ({who}, {use.sm_pct}% SM)")
+            why = said(lambda pid=use.pid, pct=use.sm_pct, child=use.child: (
+                _("busy on GPU {gpu} (child pid {pid}, {pct}% SM)") if child else
+                _("busy on GPU {gpu} (pid {pid}, {pct}% SM)")).format(gpu=gpu, pid=pid, pct=pct))
+            return GpuWork(True, True, gpu, use.pid, use.child, why)
     if any(u.sm_pct is None for u in mine):
         if others:
-            return GpuWork(True, False, device.gpu,
-                           why=f"counted busy: NVML gives no per-process utilization on {where}, which other "
-                               "processes share")
+            return GpuWork(True, False, gpu, why=said(lambda: _(
+                "counted busy: NVML gives no per-process utilization on GPU {gpu}, which other processes "
+                "share").format(gpu=gpu)))
         if device.util_pct is None:
-            return GpuWork(True, False, device.gpu, why=f"counted busy: NVML gives no utilization for {where}")
+            return GpuWork(True, False, gpu, why=said(lambda: _(
+                "counted busy: NVML gives no utilization for GPU {gpu}").format(gpu=gpu)))
         if device.util_pct > threshold:
-            return GpuWork(True, True, device.gpu, why=f"busy on {where} ({device.util_pct}% utilization)")
+            pct = device.util_pct
+            return GpuWork(True, True, gpu, why=said(lambda: _(
+                "busy on GPU {gpu} ({pct}% utilization)").format(gpu=gpu, pct=pct)))
     unplaced = [u for u in others if not u.placed]
     if unplaced:
         known = [u.sm_pct for u in unplaced if u.sm_pct is not None]
         unknown = len(known) < len(unplaced)
         if (known and max(known) > threshold) or (unknown and (device.util_pct is None
                                                                or device.util_pct > threshold)):
-            return GpuWork(True, False, device.gpu,
-                           why=f"counted busy: {where} computes for a process that cannot be placed here (it may "
-                               "be this kernel's child)")
+            return GpuWork(True, False, gpu, why=said(lambda: _(
+                "counted busy: GPU {gpu} computes for a process that cannot be placed here (it may be this "
+                "kernel's child)").format(gpu=gpu)))
     return GpuWork(False, True, device.gpu)
 
 
@@ -125,11 +133,13 @@ def describe(*, running: bool, idle_s: float | None, work: GpuWork | None) -> di
     held = work.held_mib if work else 0
     base = {"idle_s": None, "gpu": None, "pid": None, "child": False, "measured": True, "held_mib": held}
     if running:
-        return {**base, "state": "running", "text": "running a cell"}
+        return {**base, "state": "running", "text": said(lambda: _("running a cell"))}
     if work is not None and work.busy:
         return {**base, "state": "gpu_busy", "text": work.why, "gpu": work.gpu, "pid": work.pid, "child": work.child,
                 "measured": work.measured}
     if idle_s is None:
         return {**base, "state": "unknown", "text": ""}
-    text = f"idle {duration(idle_s)}" + (f" · holds {size(held)}" if held else "")
+    span = duration(idle_s)
+    text = said(lambda: (_("idle {span} · holds {size}").format(span=span, size=size(held)) if held else
+                         _("idle {span}").format(span=span)))
     return {**base, "state": "idle", "idle_s": round(idle_s, 1), "text": text}

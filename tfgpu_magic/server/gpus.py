@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..core import idle, words
-from ..core.i18n import _
+from ..core.i18n import _, ngettext, said
 from ..core.inputs import MAX_INDEX, shown, whole_number
 from ..core.nvml_values import placeable
 from ..core.settings import wire_words
@@ -121,10 +121,6 @@ class Ancestry:
         return found
 
 
-def _plural(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def _is_unavailable(value: Any) -> bool:
     return isinstance(value, dict) and "unavailable" in value
 
@@ -207,8 +203,12 @@ def gpu_document(
     no_pid = [k for k in kernels if not isinstance(k.get("pid"), int)]
     kernel_note = ""
     if no_pid:
-        kernel_note = (f"{_plural(len(no_pid), 'kernel has', 'kernels have')} no known PID (started elsewhere than "
-                       "this server's local provisioner, or still starting): their GPU memory cannot be matched")
+        count = len(no_pid)
+        kernel_note = said(lambda: ngettext(
+            "{count} kernel has no known PID (started elsewhere than this server's local provisioner, or still "
+            "starting): its GPU memory cannot be matched",
+            "{count} kernels have no known PID (started elsewhere than this server's local provisioner, or still "
+            "starting): their GPU memory cannot be matched", count).format(count=count))
     return {
         "schema": SCHEMA,
         "taken_at": nvml_snapshot.get("taken_at"),
@@ -303,8 +303,9 @@ class _Whose:
         keep this list for the idle test (``devices``)."""
         if _is_unavailable(processes):
             detail = processes.get("detail") or processes.get("unavailable")
-            return processes, None, (f"NVML gives no process list for this GPU ({detail}): its memory cannot be "
-                                     "matched to notebooks"), None
+            return processes, None, said(lambda: _(
+                "NVML gives no process list for this GPU ({detail}): its memory cannot be matched to "
+                "notebooks").format(detail=detail)), None
         listed, hidden_count, hidden_mib, hidden_bytes, unseen = [], 0, 0, 0, 0
         lost_count, lost_mib, lost_bytes = 0, 0, 0
         uses = []
@@ -339,16 +340,20 @@ class _Whose:
         hidden = {"count": hidden_count, "used_mib": hidden_mib, "used_bytes": hidden_bytes} if hidden_count else None
         note = ""
         if unseen:
-            note = (f"{_plural(unseen, 'process is', 'processes are')} not visible from this server (another PID "
-                    "namespace, such as a container, or ended): "
-                    f"{'its' if unseen == 1 else 'their'} memory cannot be matched to a notebook")
+            count = unseen
+            note = said(lambda: ngettext(
+                "{count} process is not visible from this server (another PID namespace, such as a container, or "
+                "ended): its memory cannot be matched to a notebook",
+                "{count} processes are not visible from this server (another PID namespace, such as a container, "
+                "or ended): their memory cannot be matched to a notebook", count).format(count=count))
         if device is not None:
             util = device[1] if isinstance(device[1], int) and not isinstance(device[1], bool) else None
             self.devices.append(idle.Device(device[0], util, tuple(uses)))
         lost = None
         if lost_count:
+            view = self.view
             lost = {"count": lost_count, "used_mib": lost_mib, "used_bytes": lost_bytes,
-                    "text": words.unattributed_line(lost_count, lost_mib, _("this server"), self.view)}
+                    "text": said(lambda: words.unattributed_line(lost_count, lost_mib, _("this server"), view))}
         return listed, hidden, note, lost
 
 

@@ -85,7 +85,8 @@ def _seconds(raw: str, name: str, what: str = "seconds") -> float:
 class GpusHandler(_FeedHandler):
     """``GET {base_url}tfgpu/api/gpus[?index=0,2][&history=SECONDS[&since=T]][&language=zh-CN]``: every GPU, its
     processes matched to this server's kernels; with ``history``, the server's samples of the last SECONDS (after
-    Unix time T); with ``language`` (the sidebar's, JupyterLab's), the vocabulary (``words``) in that language."""
+    Unix time T); with ``language`` (the sidebar's, JupyterLab's), the vocabulary (``words``) and the answer's
+    sentences in that language."""
 
     @tornado.web.authenticated
     @authorized
@@ -102,7 +103,8 @@ class GpusHandler(_FeedHandler):
             self._refuse(str(exc))
             return
         answer = await self._answer()
-        # The shared answer is in the server's locale; one browser's language changes only its words (per call).
+        # The shared answer is in the server's locale; a browser in another language gets its words, and the answer's
+        # sentences (i18n.said: a kernel's activity, the notes on what cannot be matched) said again in it.
         with i18n.using(language):
             localized = words.to_dict()
         relabel = isinstance(answer.document.get("words"), dict) and localized != answer.document["words"]
@@ -110,7 +112,9 @@ class GpusHandler(_FeedHandler):
             self.finish(answer.body)
             return
         document = answer.document if indices is None else only_indices(answer.document, indices)
-        document = {**document, "words": localized} if relabel else document
+        if relabel:
+            with i18n.using(language):
+                document = {**i18n.localize(document), "words": localized}
         body = await asyncio.to_thread(self._encode, document, seconds, after, indices)
         self.finish(body)
 
