@@ -97,9 +97,8 @@ def _on_device(kernel: str, device: Device, threshold: float) -> GpuWork:
             return GpuWork(True, False, gpu, why=said(lambda: _(
                 "counted busy: NVML gives no utilization for GPU {gpu}").format(gpu=gpu)))
         if device.util_pct > threshold:
-            pct = device.util_pct
             return GpuWork(True, True, gpu, why=said(lambda: _(
-                "busy on GPU {gpu} ({pct}% utilization)").format(gpu=gpu, pct=pct)))
+                "busy on GPU {gpu} ({pct}% utilization)").format(gpu=gpu, pct=device.util_pct)))
     unplaced = [u for u in others if not u.placed]
     if unplaced:
         known = [u.sm_pct for u in unplaced if u.sm_pct is not None]
@@ -109,7 +108,7 @@ def _on_device(kernel: str, device: Device, threshold: float) -> GpuWork:
             return GpuWork(True, False, gpu, why=said(lambda: _(
                 "counted busy: GPU {gpu} computes for a process that cannot be placed here (it may be this "
                 "kernel's child)").format(gpu=gpu)))
-    return GpuWork(False, True, device.gpu)
+    return GpuWork(False, True, gpu)
 
 
 def size(mib: float) -> str:

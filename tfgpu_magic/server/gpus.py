@@ -340,20 +340,18 @@ class _Whose:
         hidden = {"count": hidden_count, "used_mib": hidden_mib, "used_bytes": hidden_bytes} if hidden_count else None
         note = ""
         if unseen:
-            count = unseen
             note = said(lambda: ngettext(
                 "{count} process is not visible from this server (another PID namespace, such as a container, or "
                 "ended): its memory cannot be matched to a notebook",
                 "{count} processes are not visible from this server (another PID namespace, such as a container, "
-                "or ended): their memory cannot be matched to a notebook", count).format(count=count))
+                "or ended): their memory cannot be matched to a notebook", unseen).format(count=unseen))
         if device is not None:
             util = device[1] if isinstance(device[1], int) and not isinstance(device[1], bool) else None
             self.devices.append(idle.Device(device[0], util, tuple(uses)))
         lost = None
         if lost_count:
-            view = self.view
             lost = {"count": lost_count, "used_mib": lost_mib, "used_bytes": lost_bytes,
-                    "text": said(lambda: words.unattributed_line(lost_count, lost_mib, _("this server"), view))}
+                    "text": said(lambda: words.unattributed_line(lost_count, lost_mib, _("this server"), self.view))}
         return listed, hidden, note, lost
 
 
