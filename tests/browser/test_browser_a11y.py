@@ -19,6 +19,7 @@ from fakenvml import MIB, fake_env, three_gpus, write_config
 from labsession import (
     Lab,
     cell_output,
+    element_screenshot,
     keep_screenshot,
     kernel_pid,
     open_notebook,
@@ -260,7 +261,7 @@ def ring_shots(page, target, folder, name: str) -> tuple[bytes, bytes]:
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
     page.mouse.move(0, 0)
     page.wait_for_timeout(200)
-    plain = target.screenshot(path=str(folder / f"{name}-unfocused.png"))
+    plain = element_screenshot(target, folder / f"{name}-unfocused.png")
     page.locator(f"{SIDEBAR} .tfgpu-header").click()
     for _ in range(40):
         page.keyboard.press("Tab")
@@ -271,7 +272,7 @@ def ring_shots(page, target, folder, name: str) -> tuple[bytes, bytes]:
     page.mouse.move(0, 0)
     page.wait_for_timeout(200)
     assert target.evaluate("n => n === document.activeElement"), f"{name} lost the focus: {focused(page)}"
-    ringed = target.screenshot(path=str(folder / f"{name}-focused.png"))
+    ringed = element_screenshot(target, folder / f"{name}-focused.png")
     for suffix in ("unfocused", "focused"):
         keep_screenshot(folder / f"{name}-{suffix}.png")
     return plain, ringed
@@ -295,16 +296,16 @@ def test_keyboard_focus_draws_a_ring_in_both_themes(page, tmp_path):
         # The status-bar item, focused after those key presses (the keyboard is the last input: a ring shows).
         item = page.locator(STATUS_ITEM)
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        plain = item.screenshot(path=str(tmp_path / f"a11y-focus-status-item-{name}-unfocused.png"))
+        plain = element_screenshot(item, tmp_path / f"a11y-focus-status-item-{name}-unfocused.png")
         item.focus()
         assert focused(page)["focusVisible"], focused(page)
-        ringed = item.screenshot(path=str(tmp_path / f"a11y-focus-status-item-{name}-focused.png"))
+        ringed = element_screenshot(item, tmp_path / f"a11y-focus-status-item-{name}-focused.png")
         for suffix in ("unfocused", "focused"):
             keep_screenshot(tmp_path / f"a11y-focus-status-item-{name}-{suffix}.png")
         changed = pixels_differing(page, plain, ringed)
         assert changed > 20, f"status-bar item ({name}): {changed} pixels differ between unfocused and focused"
         shot = tmp_path / f"a11y-sidebar-focus-{name}.png"
-        sidebar.screenshot(path=str(shot))
+        element_screenshot(sidebar, shot)
         keep_screenshot(shot)
 
 
@@ -352,5 +353,5 @@ def test_a_charts_figures_are_a_table_the_keyboard_opens(page, tmp_path):
         open_sidebar(page)
         page.mouse.move(0, 0)
         shot = tmp_path / f"a11y-chart-table-{theme.split()[-1].lower()}.png"
-        chart.screenshot(path=str(shot))
+        element_screenshot(chart, shot)
         keep_screenshot(shot)

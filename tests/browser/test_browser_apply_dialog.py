@@ -17,6 +17,7 @@ from labsession import (
     SIDEBAR,
     Lab,
     apply_status,
+    element_screenshot,
     keep_screenshot,
     kernel_pid,
     open_notebook,
@@ -24,6 +25,7 @@ from labsession import (
     require_browser,
     restart_kernel,
     run_cell,
+    scroll_into_view,
     set_theme,
     watched_page,
     write_notebook,
@@ -60,7 +62,7 @@ def shoot(page, locator, folder, name: str, prepare=None, after=None) -> None:
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)  # the theme's colours settle
         shot = folder / f"{name}-{theme.split()[-1].lower()}.png"
-        locator.screenshot(path=str(shot))
+        element_screenshot(locator, shot)
         keep_screenshot(shot)
         if after:
             after()
@@ -199,7 +201,7 @@ def check_layout(page, tmp_path) -> None:
 
     for theme in ("JupyterLab Light", "JupyterLab Dark"):
         set_theme(page, theme)
-        row.scroll_into_view_if_needed()  # the long name, wrapped, in the picture beside the table
+        scroll_into_view(row)  # the long name, wrapped, in the picture beside the table
         expect(row).to_be_visible()
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)

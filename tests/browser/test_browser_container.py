@@ -15,7 +15,16 @@ import re
 import pytest
 from container import unshare_available
 from fakenvml import MIB, fake_env, mig_gpu, write_config
-from labsession import SIDEBAR, SIDEBAR_TAB, Lab, keep_screenshot, require_browser, set_theme, watched_page
+from labsession import (
+    SIDEBAR,
+    SIDEBAR_TAB,
+    Lab,
+    element_screenshot,
+    keep_screenshot,
+    require_browser,
+    set_theme,
+    watched_page,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -90,7 +99,7 @@ def test_memory_nobody_here_can_be_given_is_one_line_per_device(page, tmp_path):
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)  # the theme's colours settle
         shot = tmp_path / f"sidebar-container-{theme.split()[-1].lower()}.png"
-        sidebar.screenshot(path=str(shot))
+        element_screenshot(sidebar, shot)
         keep_screenshot(shot)
         assert shot.stat().st_size > 3_000, shot
     set_theme(page, "JupyterLab Light")

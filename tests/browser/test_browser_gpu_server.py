@@ -26,6 +26,7 @@ from labsession import (
     SIDEBAR_TAB,
     Lab,
     close_notebook,
+    element_screenshot,
     keep_screenshot,
     kernel_expression,
     kernel_id,
@@ -126,7 +127,7 @@ def shoot(page, locator, tmp_path: Path, name: str, prepare=None, after=None) ->
         expect(locator).to_be_visible()
         page.wait_for_timeout(400)  # the theme's colours settle
         shot = tmp_path / f"{name}-{theme.split()[-1].lower()}.png"
-        locator.screenshot(path=str(shot))
+        element_screenshot(locator, shot)
         keep_screenshot(shot)
         assert shot.stat().st_size > 3_000, shot
         shots.append(shot)

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
-from labsession import Lab, keep_screenshot, require_browser, set_theme
+from labsession import Lab, element_screenshot, keep_screenshot, require_browser, set_theme
 
 pytestmark = [pytest.mark.browser]
 
@@ -52,7 +52,7 @@ def test_the_sidebar_marks_old_figures_and_a_server_that_does_not_answer(hung_la
             set_theme(page, theme)
             expect(stale).to_be_visible()
             shot = tmp_path / f"sidebar-stale-{theme.split()[-1].lower()}.png"
-            sidebar.screenshot(path=str(shot))
+            element_screenshot(sidebar, shot)
             keep_screenshot(shot)
 
         # The driver answers again: the new figures, no stale line.

@@ -22,6 +22,7 @@ import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from labsession import (
     Lab,
+    element_screenshot,
     keep_screenshot,
     kernel_id,
     kernel_pid,
@@ -108,7 +109,7 @@ def test_a_kernel_killed_holding_gpu_memory_is_explained_in_the_sidebar_and_can_
         name = theme.split()[-1].lower()
         for what, locator in (("line", line), ("sidebar", sidebar)):
             shot = tmp_path / f"kernel-death-{what}-{name}.png"
-            locator.screenshot(path=str(shot))
+            element_screenshot(locator, shot)
             keep_screenshot(shot)
             assert shot.stat().st_size > 3_000, shot
         colours = line.locator(".tfgpu-death-text").evaluate(

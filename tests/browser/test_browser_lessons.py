@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from fakenvml import fake_env, n_gpus, write_config
 from harness import ROOT
-from labsession import CELL, Lab, keep_screenshot, open_notebook, require_browser, set_theme
+from labsession import CELL, Lab, keep_screenshot, open_notebook, require_browser, scroll_into_view, set_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.tf, pytest.mark.course]
 
@@ -83,7 +83,7 @@ def shoot_text_and_output(page, first: int, last: int, tmp_path: Path, name: str
         set_theme(page, theme)
         page.wait_for_function(THEME_PAINTED, arg=theme.endswith("Dark"), timeout=30_000)
         top, bottom = page.locator(CELL).nth(first), page.locator(CELL).nth(last)
-        top.scroll_into_view_if_needed()
+        scroll_into_view(top)
         top.evaluate("cell => cell.scrollIntoView({block: 'start'})")
         expect(bottom.locator(".jp-OutputArea").locator(shown).first).to_be_visible()
         page.mouse.move(0, 0)

@@ -31,11 +31,13 @@ from labsession import (
     add_cell_below,
     apply_status,
     cell_output,
+    element_screenshot,
     keep_screenshot,
     kernel_expression,
     open_notebook,
     require_browser,
     run_cell,
+    scroll_into_view,
     set_theme,
     sidebar,
     write_notebook,
@@ -139,11 +141,11 @@ def shoot_card(page, locator, tmp_path, name: str) -> None:
     for theme in ("JupyterLab Dark", "JupyterLab Light"):
         set_theme(page, theme)
         expect(locator).to_be_visible()
-        locator.scroll_into_view_if_needed()
+        scroll_into_view(locator)
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)  # the theme's colours settle
         shot = tmp_path / f"{name}-{theme.split()[-1].lower()}.png"
-        locator.screenshot(path=str(shot))
+        element_screenshot(locator, shot)
         keep_screenshot(shot)
         assert shot.stat().st_size > 3_000, shot
 
@@ -191,7 +193,7 @@ def test_the_gpu_card_and_restart_with_its_setting(page, lab, tmp_path):
     expect(cancel).to_be_focused()
     expect(dialog.get_by_role("button", name="Restart and run cells 1–3")).to_be_visible()
     shot = tmp_path / "oom-restart-question-light.png"
-    dialog.locator(".jp-Dialog-content").screenshot(path=str(shot))
+    element_screenshot(dialog.locator(".jp-Dialog-content"), shot)
     keep_screenshot(shot)
     page.keyboard.press("Enter")  # the default button: Cancel
     expect(dialog).to_have_count(0)

@@ -26,6 +26,7 @@ from labsession import (
     open_notebook,
     require_browser,
     run_cell,
+    scroll_into_view,
     shoot_in_both_themes,
     sidebar,
     write_notebook,
@@ -95,7 +96,7 @@ def test_a_refused_setting_becomes_restart_and_apply(page, lab, tmp_path):
     dialog.get_by_role("button", name="Restart and apply").click()
     expect(apply_status(page)).to_contain_text("Kernel restarted; saved settings applied", timeout=60_000)
     expect(apply_status(page)).to_contain_text("cpus 3")
-    page.locator(f"{SIDEBAR} .tfgpu-saved").scroll_into_view_if_needed()
+    scroll_into_view(page.locator(f"{SIDEBAR} .tfgpu-saved"))
     # The saved-settings section after the restart, in both themes.
     shoot_in_both_themes(page, tmp_path, "sidebar-saved",
                          lambda: expect(page.locator(f"{SIDEBAR} .tfgpu-saved")).to_contain_text("cpus"))

@@ -14,7 +14,15 @@ import urllib.parse
 
 import nbformat
 import pytest
-from labsession import NOTEBOOK, keep_screenshot, open_notebook, require_browser, set_theme, sign_notebook
+from labsession import (
+    NOTEBOOK,
+    element_screenshot,
+    keep_screenshot,
+    open_notebook,
+    require_browser,
+    set_theme,
+    sign_notebook,
+)
 
 from tfgpu_magic.ipython.panel import Panel, with_fallback
 
@@ -68,11 +76,11 @@ def test_a_saved_panel_says_what_it_was_in_jupyterlab_and_notebook_7(lab, tmp_pa
         page.goto(f"{lab.url}/lab?reset&token={lab.token}")
         open_notebook(page, NAME, wait_idle=False)
         check(page)
-        page.locator(NOTEBOOK).screenshot(path=tmp_path / "saved-panel-light.png")
+        element_screenshot(page.locator(NOTEBOOK), tmp_path / "saved-panel-light.png")
         keep_screenshot(tmp_path / "saved-panel-light.png")
         set_theme(page, "JupyterLab Dark")
         check(page)
-        page.locator(NOTEBOOK).screenshot(path=tmp_path / "saved-panel-dark.png")
+        element_screenshot(page.locator(NOTEBOOK), tmp_path / "saved-panel-dark.png")
         keep_screenshot(tmp_path / "saved-panel-dark.png")
         # Notebook 7 serves the same extensions.
         page.goto(f"{lab.url}/notebooks/{urllib.parse.quote(NAME)}?token={lab.token}")

@@ -29,6 +29,7 @@ from labsession import (
     open_notebook,
     require_browser,
     run_cell,
+    scroll_into_view,
     set_theme,
     sidebar,
     write_notebook,
@@ -92,7 +93,7 @@ def kernel_state(lab, path: str) -> tuple[str, str]:
 
 def shoot_saved(page, shot) -> None:
     """The page with the sidebar's Saved settings section in view, kept where TFGPU_SCREENSHOTS says."""
-    page.locator(f"{SIDEBAR} .tfgpu-saved").scroll_into_view_if_needed()
+    scroll_into_view(page.locator(f"{SIDEBAR} .tfgpu-saved"))
     page.screenshot(path=str(shot))
     keep_screenshot(shot)
 

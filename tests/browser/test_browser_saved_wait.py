@@ -25,6 +25,7 @@ from labsession import (
     open_notebook,
     require_browser,
     run_cell,
+    scroll_into_view,
     shoot_in_both_themes,
     sidebar,
     write_saved,
@@ -77,7 +78,7 @@ def test_a_saved_wait_shows_its_progress_and_cancel_ends_it(page, lab, tmp_path)
     expect(cancel).to_be_enabled()
     print(f"waiting shown {time.monotonic() - started:.1f} s after opening")
 
-    bar.locator(".tfgpu-saved").scroll_into_view_if_needed()
+    scroll_into_view(bar.locator(".tfgpu-saved"))
     shoot_in_both_themes(page, tmp_path, "sidebar-wait", lambda: expect(progress).to_be_visible())
 
     cancel.click()

@@ -41,6 +41,7 @@ from labsession import (
     restart_kernel,
     run_cell,
     saved_metadata,
+    scroll_into_view,
     shoot_in_both_themes,
     shut_down_kernel,
     sidebar,
@@ -209,7 +210,7 @@ def test_apply_in_the_box_is_remembered_on_the_server_for_every_workspace(page, 
     expect(box).to_contain_text("remembers your answer on this server, in every workspace")
     expect(box.get_by_role("button", name="Apply saved settings")).to_be_enabled()
 
-    box.scroll_into_view_if_needed()
+    scroll_into_view(box)
     shoot_in_both_themes(page, tmp_path, "sidebar-consent", lambda: expect(box).to_be_visible())
 
     box.get_by_role("button", name="Apply saved settings").click()

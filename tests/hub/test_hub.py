@@ -15,7 +15,7 @@ import time
 import pytest
 from fakenvml import MIB, fake_env, three_gpus, write_config
 from hubsession import Hub, require_hub
-from labsession import CHROMIUM, CHROMIUM_ARGS, keep_screenshot, require_browser, set_theme
+from labsession import CHROMIUM, CHROMIUM_ARGS, element_screenshot, keep_screenshot, require_browser, set_theme
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.hub
@@ -162,7 +162,7 @@ def test_alices_sidebar_under_the_hub(hub, alice_page, tmp_path):
     for theme in ("JupyterLab Light", "JupyterLab Dark"):
         set_theme(page, theme)
         shot = tmp_path / f"sidebar-hub-{theme.split()[-1].lower()}.png"
-        sidebar.screenshot(path=str(shot))
+        element_screenshot(sidebar, shot)
         keep_screenshot(shot)
 
     # The Hub stops and starts alice's server: the page's session is gone. The sidebar says to reload, and

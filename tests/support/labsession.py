@@ -397,6 +397,30 @@ def keep_screenshot(shot: Path) -> Path:
     return shot
 
 
+def again_if_replaced(action):
+    """``action()``, done again (up to three times in all) where its element was replaced while Playwright acted on
+    it. The sidebar renders each answer as new nodes (focus and hover moved onto them), and a screenshot or a scroll,
+    unlike a click, does not wait for the new node: the locator finds it when asked again."""
+    from playwright.sync_api import Error
+
+    for attempts_left in (2, 1, 0):
+        try:
+            return action()
+        except Error as error:
+            if "not attached to the DOM" not in str(error) or not attempts_left:
+                raise
+
+
+def element_screenshot(locator, path) -> bytes:
+    """``locator``'s picture, saved at ``path`` (taken again from a replaced node: again_if_replaced)."""
+    return again_if_replaced(lambda: locator.screenshot(path=str(path)))
+
+
+def scroll_into_view(locator) -> None:
+    """``locator`` scrolled into view (again on a replaced node: again_if_replaced)."""
+    again_if_replaced(locator.scroll_into_view_if_needed)
+
+
 def set_theme(page, name: str) -> None:
     """Switch to ``name`` ("JupyterLab Light", "JupyterLab Dark") through the Settings menu, as a user does."""
     from playwright.sync_api import expect
@@ -585,7 +609,7 @@ def shoot_panel(page, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.mouse.move(0, 0)  # no hover highlight
     page.wait_for_timeout(600)  # let a theme's fonts and colours settle
-    cell_output(page, PANEL_CELL).screenshot(path=str(path))
+    element_screenshot(cell_output(page, PANEL_CELL), path)
     return path
 
 
