@@ -120,14 +120,15 @@ setup: $(STAMP) $(LABEXT) $(CHP)
 
 # PYTHONUNBUFFERED hides the C-level buffering bugs users hit in kernels: tests run without it.
 # The frontend's model tests (labextension/test, node --test) run inside pytest: tests/frontend/test_sidebar_model.py.
-# Two passes: everything but the browser and the Hub on two workers (a file's tests stay together, so a module's
-# server or kernel starts once), then the browser and Hub tests alone, one at a time: a page's timing under a second
-# worker's TensorFlow is not what a user's page has.
+# Two passes, each on two workers with a file's tests together (a module's server, kernel or Lab starts once):
+# everything but the browser and the Hub, then the browser and Hub tests, two modules at once. Their checks wait for
+# what they look for, with timeouts far above what a busy page takes, so a slower page is not a failure; one module
+# at a time they took 20 of CI's 30 minutes, two at once 12.
 # The slowest tests of each pass are listed at its end (--durations): where to look when the run grows.
 test: $(STAMP) $(LABEXT) $(CHP)
 	env -u PYTHONUNBUFFERED $(BIN)/ruff check tfgpu_magic tests benchmarks
 	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest -m "not browser and not hub" -n 2 --dist loadfile --durations=15
-	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest -m "browser or hub" --durations=25
+	env -u PYTHONUNBUFFERED $(BIN)/python -m pytest -m "browser or hub" -n 2 --dist loadfile --durations=25
 
 # The fast tier: the linter, then every test with no slow marker (`-m "not slow"`: tests/core, render and ipython) on
 # every core. No kernel, no TensorFlow, no server, no browser, no Node.js (tests/support/tierguard.py fails a test
