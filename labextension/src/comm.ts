@@ -5,6 +5,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { COMM_OPEN_DATA, COMM_PAUSE, COMM_RESUME, COMM_TARGET, commPage, LOAD_EXTENSION_SOURCE } from './constants';
 import {
   LinkStatus,
+  lostSubshell,
   mergeMessage,
   messageSettingWords,
   messageWords,
@@ -169,8 +170,11 @@ export class NotebookLink {
     return this._isDisposed;
   }
 
-  /** Open (or open again) the comm to the notebook's current kernel. */
-  open(): void {
+  /**
+   * Open (or open again) the comm to the notebook's current kernel. `keepRequests`: the `validate` requests waiting
+   * are sent again on the new comm rather than failed (the old one lost its subshell, see `_send`).
+   */
+  open(keepRequests = false): void {
     if (this._isDisposed) {
       return;
     }
@@ -179,7 +183,9 @@ export class NotebookLink {
     this._words = null;
     this._settingWords = null;
     this._kernelPaused = null;
-    this._rejectPending();
+    if (!keepRequests) {
+      this._rejectPending();
+    }
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (!kernel || kernel.isDisposed) {
       const context = this.panel.sessionContext;
@@ -372,7 +378,19 @@ export class NotebookLink {
       return false;
     }
     try {
-      comm.send(data).done.catch(() => undefined);
+      const future = comm.send(data);
+      future.onReply = reply => {
+        // JupyterLab sends a comm's messages on a subshell shared by its target, and deletes that subshell when
+        // the target's last comm closes, after a wait: a comm opened just after a close (the link opened again)
+        // can be handed the subshell being deleted. The kernel then drops every message sent on it, answering
+        // each with UnknownSubshellError, and a `validate` would wait forever: a new comm gets a subshell of its
+        // own.
+        if (this._comm === comm && lostSubshell(reply.content)) {
+          console.warn('tfgpu_magic: the kernel comm lost its subshell; opening it again');
+          this.open(true);
+        }
+      };
+      future.done.catch(() => undefined);
       return true;
     } catch (error) {
       console.warn('tfgpu_magic: cannot send on the kernel comm', error);

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { PendingRequests } from '../../lib/model/index.js';
+import { lostSubshell, PendingRequests } from '../../lib/model/index.js';
 
 /** Timers the test moves by hand. */
 function fakeTimers() {
@@ -57,4 +57,12 @@ test('nothing to send on: refused at once, nothing left waiting', async () => {
   await assert.rejects(pending.ask(id => ({ id }), () => false, closed), /closed/);
   assert.equal(pending.size, 0);
   assert.equal(timers.live, 0);
+});
+
+test('a reply naming an unknown subshell is a lost comm; other replies and errors are not', () => {
+  assert.equal(lostSubshell({ status: 'error', ename: 'UnknownSubshellError', evalue: "Unknown subshell_id 'x'" }), true);
+  assert.equal(lostSubshell({ status: 'ok' }), false);
+  assert.equal(lostSubshell({ status: 'error', ename: 'KeyError' }), false);
+  assert.equal(lostSubshell(null), false);
+  assert.equal(lostSubshell(undefined), false);
 });

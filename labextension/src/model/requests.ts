@@ -73,3 +73,12 @@ export class PendingRequests<T> {
   private _lastId = 0;
   private _pending = new Map<number, Pending<T>>();
 }
+
+/**
+ * Whether the kernel's reply to a comm message says it went to a subshell the kernel does not have (ipykernel 7
+ * answers such a message with this error and drops it): every later message on that comm would be dropped too.
+ */
+export function lostSubshell(content: unknown): boolean {
+  const reply = content as { status?: unknown; ename?: unknown } | null;
+  return reply?.status === 'error' && reply.ename === 'UnknownSubshellError';
+}
