@@ -12,6 +12,7 @@ import copy
 import json
 
 import pytest
+from a11y import DIALOG_OF, assert_no_violations
 from fakenvml import MIB, fake_env, mig_gpu, n_gpus, three_gpus, write_config
 from labsession import (
     SIDEBAR,
@@ -50,8 +51,9 @@ def lab(fake_nvml_lib, tmp_path_factory):
         yield lab
 
 
-def shoot(page, locator, folder, name: str, prepare=None, after=None) -> None:
-    """``locator`` in the light and the dark theme, ``prepare()`` after the theme is set, ``after()`` after."""
+def shoot(page, locator, folder, name: str, prepare=None, after=None, axe: str | None = None) -> None:
+    """``locator`` in the light and the dark theme, ``prepare()`` after the theme is set, ``after()`` after; where
+    ``axe`` is a selector of tfgpu's part shown, axe-core finds no WCAG A/AA violation in it in either theme."""
     from playwright.sync_api import expect
 
     for theme in ("JupyterLab Light", "JupyterLab Dark"):
@@ -59,6 +61,8 @@ def shoot(page, locator, folder, name: str, prepare=None, after=None) -> None:
         if prepare:
             prepare()
         expect(locator).to_be_visible()
+        if axe:
+            assert_no_violations(page, [axe], f"{name} ({theme})")
         page.mouse.move(0, 0)
         page.wait_for_timeout(400)  # the theme's colours settle
         shot = folder / f"{name}-{theme.split()[-1].lower()}.png"
@@ -117,7 +121,8 @@ def test_a_refusal_at_start_notifies_and_the_dialog_leaves_the_refused_value_out
         cancel()
         assert kernel_pid(lab, "refused.ipynb") == pid  # not restarted
         assert metadata_of(lab, "refused.ipynb")["tfgpu"]["settings"] == BAD_START  # nothing saved
-        shoot(page, dialog.locator(".jp-Dialog-content"), tmp_path, "restart-dialog", prepare=ask, after=cancel)
+        shoot(page, dialog.locator(".jp-Dialog-content"), tmp_path, "restart-dialog", prepare=ask, after=cancel,
+              axe=DIALOG_OF.format(".tfgpu-restart-dialog"))
 
         # Accepted: only what the kernel accepts is saved, and the start applies it (no refusal, no notification).
         ask()
@@ -143,12 +148,15 @@ def test_check_and_save_shows_every_refusal_under_its_field(lab, tmp_path):
         for name, value in {"visible": "9", "cpus": "0", "growth": "on", "limit": "2GB"}.items():
             inputs[name].fill(value)
         section.locator(".tfgpu-check-save").click()
+        # The verdict first: where it is another (the kernel did not answer, say), the failure names it.
+        expect(section.locator(".tfgpu-editor-message")).to_have_text(
+            "The kernel refused these settings; nothing saved.", timeout=30_000)
         errors = section.locator(".tfgpu-field-error:not([hidden])")
-        expect(errors).to_have_count(3, timeout=30_000)
+        expect(errors).to_have_count(3)
         for name in ("visible", "cpus", "limit"):
             expect(section.locator(f'.tfgpu-field[data-setting="{name}"] .tfgpu-field-error')).to_be_visible()
         expect(section.locator('.tfgpu-field[data-setting="growth"] .tfgpu-field-error')).to_be_hidden()
-        shoot(page, section, tmp_path, "check-and-save-every-refusal")
+        shoot(page, section, tmp_path, "check-and-save-every-refusal", axe=SIDEBAR)
         assert "tfgpu" not in metadata_of(lab, "editor.ipynb")
         # The verdict was this kernel's: once it restarts, the errors and the line go with it (the values stay).
         restart_kernel(page)
@@ -266,4 +274,4 @@ def test_a_value_nvml_cannot_check_is_saved_marked(tmp_path):
             expect(dialog.get_by_role("button", name="Cancel")).to_be_focused()
             cancel()
             shoot(page, dialog.locator(".jp-Dialog-content"), tmp_path, "restart-dialog-unchecked",
-                  prepare=ask, after=cancel)
+                  prepare=ask, after=cancel, axe=DIALOG_OF.format(".tfgpu-restart-dialog"))
