@@ -128,18 +128,23 @@ def saved_notebook(lab: Lab, page, name: str) -> dict:
     before = lab.api("GET", f"/api/contents/{name}?content=0")["last_modified"]
     prompt(page, 0).click()  # the notebook has the focus, in command mode
     page.keyboard.press("Control+s")
+    failed = None
     for _ in range(100):
         try:
             model = lab.api("GET", f"/api/contents/{name}?content=1")
         except urllib.error.HTTPError as error:
-            # jupyter_server writes a save in place: read mid-write (another save, the restart's), the file is
-            # empty and the answer is 400 "Unreadable Notebook". Asked again once that write is done.
-            if error.code != 400:
+            # jupyter_server writes a save in place, after a backup copy: read mid-write (another save, the
+            # restart's), the file is empty and the answer is 400 "Unreadable Notebook", or 500 when the reader's
+            # restore from the backup finds it already removed. Asked again once that write is done.
+            if error.code not in (400, 500):
                 raise
+            failed = error
         else:
             if model["last_modified"] != before:
                 return model["content"]
         page.wait_for_timeout(200)
+    if failed is not None:
+        raise failed
     raise AssertionError(f"{name} was not saved (last modified {before})")
 
 
